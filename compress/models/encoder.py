@@ -1,0 +1,212 @@
+"""One transformer encoder whose knobs express BERT, DistilBERT-, TinyBERT- and ALBERT-shaped models.
+
+Layout of the parameters (the names are the ones :mod:`compress.models.accounting` groups):
+
+    embeddings.word_embeddings        V x E     token embeddings
+    embeddings.position_embeddings    P x E
+    embeddings.token_type_embeddings  T x E
+    embeddings.layer_norm             over E
+    embeddings.projection             E -> H    only when E != H (ALBERT's factorization)
+    attention.{b}                     q, k, v, output (H -> H each) + layer norm; one block per
+                                      layer, or one per group when attention is shared
+    ffn.{b}                           intermediate (H -> F), output (F -> H) + layer norm; one block
+                                      per layer, or one per group when the FFN is shared
+    pooler                            H -> H, tanh, on the first token
+    classifier                        H -> num_labels
+
+Layer ``i`` runs ``attention[config.attention_block_of(i)]`` then ``ffn[config.ffn_block_of(i)]``,
+so sharing changes how many blocks exist, never how many are run: it cuts parameters, not FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from compress.models.config import EncoderConfig
+
+
+@dataclass
+class EncoderOutput:
+    """What a forward pass returns.
+
+    logits            (B, num_labels)
+    pooled            (B, H)            tanh(pooler(first token))
+    last_hidden_state (B, n, H)
+    hidden_states     L+1 tensors (B, n, H): the embedding output (after the E->H projection),
+                      then each layer's output; only when requested.
+    attention_scores  L tensors (B, heads, n, n): q.k/sqrt(d) + padding mask, before softmax;
+                      padded key positions hold the dtype's most negative value. Only when requested.
+    attention_probs   L tensors (B, heads, n, n): softmax of the scores. Only when requested.
+    """
+
+    logits: torch.Tensor
+    pooled: torch.Tensor
+    last_hidden_state: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attention_scores: tuple[torch.Tensor, ...] | None = None
+    attention_probs: tuple[torch.Tensor, ...] | None = None
+
+
+def _activation(name: str, x: torch.Tensor) -> torch.Tensor:
+    if name == "gelu":
+        return F.gelu(x)
+    if name == "gelu_new":
+        return F.gelu(x, approximate="tanh")
+    return F.relu(x)
+
+
+class Embeddings(nn.Module):
+    """Token + position + token-type embeddings of width E, layer norm, dropout, then E->H if E != H."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        e = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, e, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_positions, e)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, e)
+        self.layer_norm = nn.LayerNorm(e, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.projection = nn.Linear(e, config.hidden_size) if config.factorized else None
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)[None]
+            + self.token_type_embeddings(token_type_ids)
+        )
+        x = self.dropout(self.layer_norm(x))
+        return self.projection(x) if self.projection is not None else x
+
+
+class AttentionBlock(nn.Module):
+    """Multi-head self-attention with the residual connection and post layer norm of BERT."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_heads
+        self.head_size = config.head_size
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.output = nn.Linear(h, h)
+        self.layer_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.attention_dropout = config.attention_dropout
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, self.num_heads, self.head_size).transpose(1, 2)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, explicit: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """x: (B, n, H); mask: additive (B, 1, 1, n). Returns (output, scores, probs).
+
+        ``explicit`` computes the scores and probabilities (to return them); otherwise the fused
+        ``scaled_dot_product_attention`` kernel computes the same result without them.
+        """
+        q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
+        p = self.attention_dropout if self.training else 0.0
+        scores = probs = None
+        if explicit:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_size) + mask
+            probs = scores.softmax(dim=-1)
+            context = F.dropout(probs, p=p, training=self.training) @ v
+        else:
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        b, _, n, _ = context.shape
+        context = context.transpose(1, 2).reshape(b, n, self.num_heads * self.head_size)
+        return self.layer_norm(x + self.dropout(self.output(context))), scores, probs
+
+
+class FeedForwardBlock(nn.Module):
+    """H -> F -> H with activation, residual connection and post layer norm."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.intermediate = nn.Linear(config.hidden_size, config.ffn_size)
+        self.output = nn.Linear(config.ffn_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.activation = config.activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.output(_activation(self.activation, self.intermediate(x)))
+        return self.layer_norm(x + self.dropout(y))
+
+
+class Encoder(nn.Module):
+    """The encoder with BERT's sequence-classification head (pooler + classifier)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.attention = nn.ModuleList(AttentionBlock(config) for _ in range(config.num_attention_blocks))
+        self.ffn = nn.ModuleList(FeedForwardBlock(config) for _ in range(config.num_ffn_blocks))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.classifier_dropout = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> EncoderOutput:
+        """input_ids, attention_mask (1 = token, 0 = padding), token_type_ids: (B, n) integer tensors."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)
+        # Additive mask: 0 where a key may be attended, the most negative value where it is padding.
+        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+
+        hidden = [x] if output_hidden_states else None
+        scores: list[torch.Tensor] = []
+        probs: list[torch.Tensor] = []
+        for layer in range(self.config.num_layers):
+            attention = self.attention[self.config.attention_block_of(layer)]
+            x, s, p = attention(x, mask, explicit=output_attentions)
+            x = self.ffn[self.config.ffn_block_of(layer)](x)
+            if hidden is not None:
+                hidden.append(x)
+            if output_attentions:
+                scores.append(s)
+                probs.append(p)
+
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        logits = self.classifier(self.classifier_dropout(pooled))
+        return EncoderOutput(
+            logits=logits,
+            pooled=pooled,
+            last_hidden_state=x,
+            hidden_states=tuple(hidden) if hidden is not None else None,
+            attention_scores=tuple(scores) if output_attentions else None,
+            attention_probs=tuple(probs) if output_attentions else None,
+        )
