@@ -33,7 +33,9 @@ class ParityResult:
 def verify_parity(name_or_dir: str) -> ParityResult:
     """Run the same batch through our encoder and ``transformers.AutoModel`` in fp32 eval mode."""
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # our own status line says what is loading
     directory = Path(resolve_teacher_dir(name_or_dir))
     loaded = load_encoder(directory)
     tokenizer = load_tokenizer(str(directory))

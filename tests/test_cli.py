@@ -1,0 +1,81 @@
+"""The real `compress` command, run as a user runs it (a subprocess), for the foundation commands."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
+
+from helpers import run_cli
+
+
+def _meta_count(model_cls, config) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in model_cls(config).parameters())
+
+
+def test_explain_albert_bert_large_matches_transformers_counts():
+    done = run_cli("explain", "albert", "--teacher", "bert-large", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    t, s = data["teacher"]["config"], data["student"]["config"]
+    bert = BertConfig(vocab_size=t["vocab_size"], hidden_size=t["hidden_size"], num_hidden_layers=t["num_layers"],
+                      num_attention_heads=t["num_heads"], intermediate_size=t["ffn_size"])
+    albert = AlbertConfig(vocab_size=s["vocab_size"], embedding_size=s["embedding_size"],
+                          hidden_size=s["hidden_size"], num_hidden_layers=s["num_layers"],
+                          num_attention_heads=s["num_heads"], intermediate_size=s["ffn_size"],
+                          num_hidden_groups=s["groups"])
+    # bert-large is BERT-large (L24 H1024) and its student is ALBERT-large (E128, all shared).
+    assert (t["num_layers"], t["hidden_size"], s["embedding_size"], s["sharing"]) == (24, 1024, 128, "all")
+    assert data["teacher"]["params"] == _meta_count(BertModel, bert)
+    assert data["student"]["params"] == _meta_count(AlbertModel, albert)
+    assert data["teacher"]["classifier_params"] == 1024 * 2 + 2
+    assert isinstance(data["teacher"]["flops"], int) and isinstance(data["student"]["flops"], int)
+    assert data["student"]["flops"] >= data["teacher"]["flops"]  # sharing does not cut FLOPs
+
+
+def test_explain_all_covers_every_method_and_renders_tables():
+    done = run_cli("explain", "all", "--json")
+    assert done.returncode == 0, done.stderr
+    methods = json.loads(done.stdout)["methods"]
+    assert set(methods) == {"albert", "distilbert", "tinybert", "quantize"}
+    assert methods["distilbert"]["student"]["config"]["num_layers"] == 3
+    assert methods["tinybert"]["student"]["config"]["hidden_size"] == 312
+    quantize = methods["quantize"]
+    assert quantize["student"]["params"] == quantize["teacher"]["params"]
+    assert quantize["student"]["size_bytes"] < quantize["teacher"]["size_bytes"]
+
+    text = run_cli("explain", "albert")
+    assert text.returncode == 0, text.stderr
+    assert "Sharing cuts parameters, not FLOPs" in text.stdout
+    assert "paper 31M" in text.stdout  # the ablation beside the paper's Tables 3-4
+
+
+def test_bad_input_is_one_line_and_exit_2():
+    for args, expected in [
+        (("explain", "pruning"), "albert, distilbert, tinybert, quantize"),
+        (("explain", "albert", "--teacher", "gpt-17"), "minilm, bert-base, bert-large"),
+        (("explain", "albert", "--seq-len", "0"), "--seq-len"),
+    ]:
+        done = run_cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_teachers_list_and_verify(tmp_path):
+    listed = run_cli("teachers", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["alias"]: r for r in json.loads(listed.stdout)}
+    assert rows["minilm"]["available"] and rows["minilm"]["default"]
+    assert {"bert-base", "bert-large"} <= set(rows)
+
+    verified = run_cli("teachers", "verify", "minilm", "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["max_abs_diff"] < 1e-5
+
+    offline = run_cli("teachers", "verify", "bert-large", env={"HF_HOME": str(tmp_path)})
+    assert offline.returncode == 2
+    assert len(offline.stderr.strip().splitlines()) == 1 and "minilm" in offline.stderr
