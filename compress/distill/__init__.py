@@ -1,0 +1,40 @@
+"""Distillation: loss functions (pure, registered by name) and layer maps (config values).
+
+The training loop, recipes and augmentation live in their own modules of this package; this
+``__init__`` only re-exports the losses and layer maps, so importing it stays cheap.
+"""
+
+from compress.distill.layer_maps import LAYER_MAP_KINDS, LayerMap, teacher_blocks, teacher_layers
+from compress.distill.losses import (
+    LOSSES,
+    LossSpec,
+    attention_kl,
+    attention_mse,
+    cosine_hidden,
+    embedding_mse,
+    get_loss,
+    hard_ce,
+    hidden_mse,
+    kd_kl,
+    make_projection,
+    soft_ce,
+)
+
+__all__ = [
+    "LAYER_MAP_KINDS",
+    "LOSSES",
+    "LayerMap",
+    "LossSpec",
+    "attention_kl",
+    "attention_mse",
+    "cosine_hidden",
+    "embedding_mse",
+    "get_loss",
+    "hard_ce",
+    "hidden_mse",
+    "kd_kl",
+    "make_projection",
+    "soft_ce",
+    "teacher_blocks",
+    "teacher_layers",
+]
