@@ -40,3 +40,37 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
         [sys.executable, "-m", "compress", *args], capture_output=True, text=True,
         env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd or REPO, timeout=600,
     )
+
+
+POSITIVE = ["a great and moving film", "wonderful acting and a superb story", "brilliant, funny and warm",
+            "I loved every minute of it", "a delightful surprise", "beautiful and smart"]
+NEGATIVE = ["a dull and boring film", "terrible acting and an awful story", "tedious, flat and cold",
+            "I hated every minute of it", "a painful mess", "ugly and stupid"]
+
+
+def write_tiny_csv(path: Path, copies: int = 8) -> Path:
+    """A small, learnable sentiment CSV (text,label with string labels), 96 rows by default."""
+    import csv
+
+    rows = [(f"{s} {i}", "pos") for i in range(copies) for s in POSITIVE]
+    rows += [(f"{s} {i}", "neg") for i in range(copies) for s in NEGATIVE]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+    return path
+
+
+def make_tiny_teacher(directory: Path, layers: int = 2, hidden: int = 32, seed: int = 0) -> Path:
+    """A tiny random BERT checkpoint (with the real minilm tokenizer) saved as transformers does."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from compress.teachers.registry import resolve_teacher_dir
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_teacher_dir("minilm"))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=2 * hidden, max_position_embeddings=64)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

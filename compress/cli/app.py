@@ -26,6 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(teachers_cli.app, name="teachers")
+# `compress teacher finetune` reads better for the one-teacher commands; both names work.
+app.add_typer(teachers_cli.app, name="teacher", hidden=True)
 app.add_typer(data_cli.app, name="data")
 app.command("explain")(explain_cli.explain)
 

@@ -6,10 +6,12 @@ import typer
 from rich.table import Table
 
 from compress.cli.common import console, print_json
+from compress.data.named import DEFAULT_DATASET
 from compress.models.accounting import count_parameters
-from compress.teachers.registry import TEACHERS, weights_available
+from compress.teachers.finetune import FinetuneConfig
+from compress.teachers.registry import DEFAULT_TEACHER, TEACHERS, weights_available
 
-app = typer.Typer(help="Teachers: list the aliases, verify a checkpoint against transformers.",
+app = typer.Typer(help="Teachers: list the aliases, verify a checkpoint, fine-tune on a task.",
                   invoke_without_command=True)
 
 PARITY_TOLERANCE = 1e-5
@@ -29,7 +31,7 @@ def list_teachers(ctx: typer.Context,
             "location": spec.location,
             "architecture": f"L={c.num_layers} H={c.hidden_size} heads={c.num_heads} FFN={c.ffn_size} V={c.vocab_size}",
             "params": count_parameters(c).backbone, "available": weights_available(spec),
-            "default": spec.alias == "minilm",
+            "default": spec.alias == DEFAULT_TEACHER,
         })
     if as_json:
         print_json(rows)
@@ -67,3 +69,43 @@ def verify(
         )
     if not ok:
         raise typer.Exit(1)
+
+
+@app.command()
+def finetune(
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
+    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
+    text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
+    text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),
+    label_column: str | None = typer.Option(None, help="Label column of a file dataset."),
+    epochs: int = typer.Option(FinetuneConfig().train.epochs, help="Training epochs (the best dev epoch is kept)."),
+    batch_size: int = typer.Option(FinetuneConfig().train.batch_size, help="Training batch size."),
+    lr: float = typer.Option(FinetuneConfig().train.lr, help="Peak learning rate (AdamW, linear warm-up and decay)."),
+    seed: int = typer.Option(FinetuneConfig().train.seed, help="Seed for shuffling, dropout and the classifier."),
+    max_length: int | None = typer.Option(None, help="Truncation length (default: 99th percentile of train, capped)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    force: bool = typer.Option(False, "--force", help="Train again even when a cached result exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
+) -> None:
+    """Fine-tune a teacher on a task (or reuse the cached result) and report dev and test scores."""
+    from dataclasses import replace
+
+    from compress.data.load import load_task
+    from compress.teachers.finetune import finetune_teacher
+
+    task = load_task(dataset, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+    base = FinetuneConfig()
+    config = FinetuneConfig(
+        train=replace(base.train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed), max_length=max_length,
+    )
+    result = finetune_teacher(teacher, task, config, device=device, force=force, show_progress=not as_json)
+    record = result.record
+    if as_json:
+        print_json({**record, "directory": str(result.directory), "cache_hit": result.cache_hit})
+        return
+    origin = "cache hit" if result.cache_hit else f"trained in {record['train_seconds']:.0f} s"
+    console.print(
+        f"{teacher} on {task.name} ({origin}): dev accuracy {record['dev']['accuracy']:.4f}, "
+        f"test accuracy [bold]{record['test']['accuracy']:.4f}[/], test macro-F1 {record['test']['macro_f1']:.4f}"
+    )
+    console.print(f"saved in {result.directory}")

@@ -1,0 +1,242 @@
+"""The one training loop, for fine-tuning and for distillation.
+
+A stage trains one model on the train split with a loss function of (model, batch); the loop does
+the rest: AdamW with linear warm-up and decay, gradient clipping, evaluation on dev after each
+epoch, early stopping, keeping the best checkpoint, seeded shuffling and dropout, a rich progress
+bar, and a JSON-lines log with the losses of every step. Distillation stages pass a loss function
+that calls the teacher; fine-tuning passes cross-entropy with the gold labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from sklearn.metrics import accuracy_score, f1_score
+from torch import nn
+
+from compress.models.encoder import Encoder
+
+Batch = dict[str, torch.Tensor]
+# A loss function returns the loss to minimise and its named parts (floats, for the log).
+LossFn = Callable[[nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]]
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of one training stage."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    seed: int = 13
+    patience: int | None = None      # stop after this many epochs without a better dev score
+    eval_batch_size: int = 128
+    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy or macro_f1
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.metric not in ("accuracy", "macro_f1"):
+            raise ValueError(f"metric must be accuracy or macro_f1, got {self.metric!r}.")
+
+
+@dataclass
+class Metrics:
+    """Classification metrics of one evaluation."""
+
+    accuracy: float
+    macro_f1: float
+    loss: float
+    examples: int
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
+class StageResult:
+    """What a stage produced: the dev metrics per epoch and which epoch was kept."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_dev: Metrics | None = None
+    seconds: float = 0.0
+    stopped_early: bool = False
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch and numpy so the same seed gives the same run."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def _to(batch: Batch, device: torch.device) -> Batch:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
+    """The encoder's inputs out of a collated batch."""
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+@torch.inference_mode()
+def predict(model: Encoder, batches: Iterable[Batch], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and gold labels over ``batches`` (the model is put in eval mode)."""
+    model.eval()
+    logits, labels = [], []
+    for batch in batches:
+        batch = _to(batch, device)
+        logits.append(model(**model_inputs(batch)).logits.float().cpu())
+        labels.append(batch["labels"].cpu())
+    return torch.cat(logits), torch.cat(labels)
+
+
+def classification_metrics(logits: torch.Tensor, labels: torch.Tensor) -> Metrics:
+    """Accuracy and macro-F1 (scikit-learn) and mean cross-entropy of ``logits`` against ``labels``."""
+    predictions = logits.argmax(-1).numpy()
+    gold = labels.numpy()
+    return Metrics(
+        accuracy=float(accuracy_score(gold, predictions)),
+        macro_f1=float(f1_score(gold, predictions, average="macro")),
+        loss=float(nn.functional.cross_entropy(logits, labels)),
+        examples=len(gold),
+    )
+
+
+def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device) -> Metrics:
+    """Metrics of ``model`` on ``batches``."""
+    return classification_metrics(*predict(model, batches, device))
+
+
+def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    """Cross-entropy with the gold labels: the loss of plain fine-tuning."""
+    loss = nn.functional.cross_entropy(model(**model_inputs(batch)).logits, batch["labels"])
+    return loss, {"hard_ce": loss.item()}
+
+
+def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 or "layer_norm" in name else decay).append(p)
+    groups = [{"params": decay + extra, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.lr)
+
+
+def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+    warmup = int(total * warmup_ratio)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[rate]:.0f} ex/s"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), disable=not show,
+        console=Console(stderr=True),  # stdout stays clean for --json
+    )
+
+
+def train_stage(
+    model: Encoder,
+    loss_fn: LossFn,
+    train_batches: Callable[[int], Iterable[Batch]],
+    dev_batches: Callable[[], Iterable[Batch]],
+    config: TrainConfig,
+    *,
+    device: torch.device,
+    name: str = "train",
+    log: IO[str] | None = None,
+    extra_parameters: list[nn.Parameter] | None = None,
+    evaluate_fn: Callable[[], Metrics] | None = None,
+    show_progress: bool = True,
+) -> StageResult:
+    """Train ``model`` for one stage and leave it holding the best dev checkpoint.
+
+    ``train_batches(epoch)`` yields the shuffled training batches of an epoch (so shuffling is
+    seeded per epoch); ``dev_batches()`` the dev batches. ``extra_parameters`` are trained too
+    (distillation projections). ``evaluate_fn`` replaces dev accuracy when a stage has none to
+    improve (an intermediate-layer stage passes its dev loss, negated, as ``accuracy``).
+    """
+    seed_everything(config.seed)
+    model.to(device)
+    extra = extra_parameters or []
+    steps_per_epoch = len(train_batches(0))  # type: ignore[arg-type]
+    total = steps_per_epoch * config.epochs
+    optimizer = _optimizer(model, extra, config)
+    scheduler = _schedule(optimizer, total, config.warmup_ratio)
+    result = StageResult()
+    best_score, best_state, bad_epochs = -math.inf, None, 0
+    start = time.perf_counter()
+    step = 0
+
+    with _progress(show_progress) as progress:
+        bar = progress.add_task(name, total=total, loss=0.0, rate=0.0)
+        for epoch in range(config.epochs):
+            model.train()
+            seen, epoch_start = 0, time.perf_counter()
+            for batch in train_batches(epoch):
+                batch = _to(batch, device)
+                loss, parts = loss_fn(model, batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]],
+                                               config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                seen += len(batch["input_ids"])
+                rate = seen / max(1e-9, time.perf_counter() - epoch_start)
+                progress.update(bar, advance=1, loss=loss.item(), rate=rate)
+                if log is not None:
+                    log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
+                                          **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
+            dev = evaluate_fn() if evaluate_fn else evaluate(model, dev_batches(), device)
+            score = getattr(dev, config.metric)
+            record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev.to_dict()}
+            result.history.append(record)
+            if log is not None:
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+            progress.console.print(
+                f"{name} epoch {epoch + 1}/{config.epochs}: dev accuracy {dev.accuracy:.4f}, "
+                f"macro-F1 {dev.macro_f1:.4f}, loss {dev.loss:.4f}" if not evaluate_fn else
+                f"{name} epoch {epoch + 1}/{config.epochs}: dev loss {dev.loss:.4f}"
+            )
+            if score > best_score:
+                best_score, bad_epochs = score, 0
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                result.best_epoch, result.best_dev = epoch + 1, dev
+            else:
+                bad_epochs += 1
+                if config.patience is not None and bad_epochs >= config.patience:
+                    result.stopped_early = True
+                    progress.update(bar, total=step)
+                    break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,138 @@
+"""Fine-tuning a teacher on a task, cached by a fingerprint of everything that shapes the result.
+
+The cache entry ``$COMPRESS_CACHE/teachers/<fingerprint>/`` holds the fine-tuned teacher in the
+transformers BERT layout (safetensors + tokenizer) and ``record.json`` with its dev and test
+accuracy and macro-F1. Teacher, task split and content, maximum length and hyper-parameters all
+enter the fingerprint, so a repeat call is a cache hit and any change trains anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
+from compress.data.task import TaskData
+from compress.device import resolve_device
+from compress.distill.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
+from compress.errors import CompressError
+from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder
+from compress.paths import atomic_dir, cache_dir
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
+
+RECORD = "record.json"
+CACHE_VERSION = 1
+
+
+@dataclass
+class FinetuneConfig:
+    """Teacher fine-tuning hyper-parameters (defaults reach 83-84% on MR with minilm)."""
+
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32))
+    max_length: int | None = None     # None: the 99th percentile of train lengths, capped
+
+
+@dataclass
+class FinetunedTeacher:
+    """A fine-tuned teacher on disk and what it scored."""
+
+    directory: Path
+    record: dict[str, Any]
+    cache_hit: bool
+
+    def load(self) -> LoadedEncoder:
+        return load_encoder(self.directory)
+
+
+def _weights_digest(directory: Path) -> str:
+    """sha256 of the config and weight files of a checkpoint directory."""
+    digest = hashlib.sha256()
+    for name in sorted(p.name for p in directory.iterdir()):
+        if name == "config.json" or name.endswith((".safetensors", ".bin")):
+            digest.update(name.encode())
+            with open(directory / name, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 22), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, config: FinetuneConfig) -> str:
+    material = {
+        "version": CACHE_VERSION, "teacher": _weights_digest(teacher_dir), "task": task.fingerprint,
+        "content": task.content_digest(), "max_length": max_length, "train": asdict(config.train),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def cached_record(directory: Path) -> dict[str, Any] | None:
+    """The record of a complete cache entry, or None."""
+    try:
+        record = json.loads((directory / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if (directory / "model.safetensors").is_file() else None
+
+
+def finetune_teacher(
+    teacher: str,
+    task: TaskData,
+    config: FinetuneConfig | None = None,
+    *,
+    device: str = "auto",
+    force: bool = False,
+    show_progress: bool = True,
+) -> FinetunedTeacher:
+    """Fine-tune ``teacher`` on ``task`` (or reuse the cached result) and evaluate it on dev and test."""
+    config = config or FinetuneConfig()
+    teacher_dir = resolve_teacher_dir(teacher)
+    tokenizer = load_tokenizer(str(teacher_dir))
+    positions = read_config(teacher_dir)[0].max_positions
+    max_length = config.max_length or min(choose_max_length(task, tokenizer), positions)
+    if max_length > positions:
+        raise CompressError(f"--max-length {max_length} exceeds the teacher's {positions} positions.")
+    data = tokenize_task(task, tokenizer, max_length=max_length)
+    fingerprint = finetune_fingerprint(teacher_dir, task, data.max_length, config)
+    target = cache_dir() / "teachers" / fingerprint
+    record = None if force else cached_record(target)
+    if record is not None:
+        return FinetunedTeacher(target, record, cache_hit=True)
+
+    torch_device = resolve_device(device)
+    seed_everything(config.train.seed)  # the fresh classifier is drawn from the seeded generator
+    loaded = load_encoder(teacher_dir, num_labels=task.num_labels)
+    if loaded.model.config.num_labels != task.num_labels:
+        raise CompressError(
+            f"the teacher's classifier has {loaded.model.config.num_labels} classes but {task.name} has "
+            f"{task.num_labels}; use a teacher without a classifier head or with matching labels."
+        )
+    model = loaded.model
+    tc = config.train
+    result = train_stage(
+        model, hard_label_loss,
+        train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
+        dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
+        config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
+    )
+    start = time.perf_counter()
+    test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device)
+    record = {
+        "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
+        "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
+        "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
+        "best_epoch": result.best_epoch, "history": result.history,
+        "dev": result.best_dev.to_dict() if result.best_dev else None, "test": test.to_dict(),
+        "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
+    }
+    with atomic_dir(target) as tmp:
+        save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
+        (tmp / RECORD).write_text(json.dumps(record, indent=2))
+    return FinetunedTeacher(target, record, cache_hit=False)
+
+
+def tokenized_for(teacher: FinetunedTeacher, task: TaskData) -> TokenizedTask:
+    """The task tokenized exactly as the teacher was trained on it."""
+    return tokenize_task(task, load_tokenizer(str(teacher.directory)), max_length=teacher.record["max_length"])

@@ -1,0 +1,68 @@
+"""Teacher fine-tuning end to end through the real CLI, its cache, and the training loop's seeds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from compress.data.load import load_task
+from compress.teachers.finetune import FinetuneConfig, finetune_teacher
+from compress.distill.training import TrainConfig
+from helpers import make_tiny_teacher, run_cli, write_tiny_csv
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("finetune")
+    return {
+        "teacher": make_tiny_teacher(root / "teacher"),
+        "csv": write_tiny_csv(root / "reviews.csv"),
+        "env": {"COMPRESS_CACHE": str(root / "cache")},
+    }
+
+
+def test_finetune_cli_trains_records_and_then_hits_the_cache(tiny):
+    args = ("teacher", "finetune", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+            "--epochs", "8", "--lr", "3e-3", "--batch-size", "8", "--json")
+    first = run_cli(*args, env=tiny["env"])
+    assert first.returncode == 0, first.stderr
+    record = json.loads(first.stdout)
+    assert record["cache_hit"] is False
+    assert record["test"]["accuracy"] >= 0.9  # the tiny task is learnable; a broken loop stays at 0.5
+    assert 0 <= record["test"]["macro_f1"] <= 1 and record["best_epoch"] >= 1
+    assert len(record["history"]) == 8 and record["label_names"] == ["neg", "pos"]
+    directory = tiny["teacher"].parent / "cache" / "teachers" / record["fingerprint"]
+    assert (directory / "model.safetensors").is_file() and (directory / "record.json").is_file()
+    assert (directory / "tokenizer.json").is_file()
+
+    second = run_cli(*args, env=tiny["env"])
+    assert second.returncode == 0, second.stderr
+    again = json.loads(second.stdout)
+    assert again["cache_hit"] is True and again["test"] == record["test"]
+
+
+def test_same_seed_same_metrics_and_changed_config_misses_the_cache(tiny, monkeypatch):
+    monkeypatch.setenv("COMPRESS_CACHE", str(tiny["teacher"].parent / "seeds-cache"))
+    task = load_task(tiny["csv"])
+    config = FinetuneConfig(train=TrainConfig(epochs=2, lr=3e-3, batch_size=8, seed=5))
+    a = finetune_teacher(str(tiny["teacher"]), task, config, show_progress=False)
+    b = finetune_teacher(str(tiny["teacher"]), task, config, show_progress=False, force=True)
+    assert not a.cache_hit and not b.cache_hit
+    assert a.record["history"] == b.record["history"] and a.record["test"] == b.record["test"]
+    weights_a, weights_b = a.load().model.state_dict(), b.load().model.state_dict()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+    other = FinetuneConfig(train=TrainConfig(epochs=2, lr=3e-3, batch_size=8, seed=6))
+    c = finetune_teacher(str(tiny["teacher"]), task, other, show_progress=False)
+    assert not c.cache_hit and c.directory != a.directory
+
+
+def test_finetune_bad_input_is_one_line(tiny, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("sentence_text,label\nfine,pos\nbad,neg\n")
+    done = run_cli("teacher", "finetune", "--teacher", str(tiny["teacher"]), "--dataset", str(bad), env=tiny["env"])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sentence_text" in lines[0]
