@@ -14,6 +14,7 @@ import typer
 
 from compress.cli import data as data_cli
 from compress.cli import explain as explain_cli
+from compress.cli import run as run_cli
 from compress.cli import teachers as teachers_cli
 from compress.cli.common import err_console
 from compress.errors import CompressError
@@ -29,6 +30,7 @@ app.add_typer(teachers_cli.app, name="teachers")
 # `compress teacher finetune` reads better for the one-teacher commands; both names work.
 app.add_typer(teachers_cli.app, name="teacher", hidden=True)
 app.add_typer(data_cli.app, name="data")
+app.command("run")(run_cli.run)
 app.command("explain")(explain_cli.explain)
 
 

@@ -43,7 +43,7 @@ class TrainConfig:
     seed: int = 13
     patience: int | None = None      # stop after this many epochs without a better dev score
     eval_batch_size: int = 128
-    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy or macro_f1
+    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -51,8 +51,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
-        if self.metric not in ("accuracy", "macro_f1"):
-            raise ValueError(f"metric must be accuracy or macro_f1, got {self.metric!r}.")
+        if self.metric not in ("accuracy", "macro_f1", "loss"):
+            raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
 
 
 @dataclass
@@ -74,7 +74,7 @@ class StageResult:
 
     history: list[dict[str, Any]] = field(default_factory=list)
     best_epoch: int = 0
-    best_dev: Metrics | None = None
+    best_dev: dict[str, float] | None = None
     seconds: float = 0.0
     stopped_early: bool = False
 
@@ -170,15 +170,15 @@ def train_stage(
     name: str = "train",
     log: IO[str] | None = None,
     extra_parameters: list[nn.Parameter] | None = None,
-    evaluate_fn: Callable[[], Metrics] | None = None,
+    evaluate_fn: Callable[[], dict[str, float]] | None = None,
     show_progress: bool = True,
 ) -> StageResult:
     """Train ``model`` for one stage and leave it holding the best dev checkpoint.
 
     ``train_batches(epoch)`` yields the shuffled training batches of an epoch (so shuffling is
     seeded per epoch); ``dev_batches()`` the dev batches. ``extra_parameters`` are trained too
-    (distillation projections). ``evaluate_fn`` replaces dev accuracy when a stage has none to
-    improve (an intermediate-layer stage passes its dev loss, negated, as ``accuracy``).
+    (distillation projections). ``evaluate_fn`` replaces the dev classification metrics when a
+    stage has no classifier to improve (an intermediate-layer stage returns its dev ``loss``).
     """
     seed_everything(config.seed)
     model.to(device)
@@ -213,18 +213,15 @@ def train_stage(
                 if log is not None:
                     log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
-            dev = evaluate_fn() if evaluate_fn else evaluate(model, dev_batches(), device)
-            score = getattr(dev, config.metric)
-            record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev.to_dict()}
+            dev = evaluate_fn() if evaluate_fn else evaluate(model, dev_batches(), device).to_dict()
+            score = -dev["loss"] if config.metric == "loss" else dev[config.metric]
+            record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev}
             result.history.append(record)
             if log is not None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-            progress.console.print(
-                f"{name} epoch {epoch + 1}/{config.epochs}: dev accuracy {dev.accuracy:.4f}, "
-                f"macro-F1 {dev.macro_f1:.4f}, loss {dev.loss:.4f}" if not evaluate_fn else
-                f"{name} epoch {epoch + 1}/{config.epochs}: dev loss {dev.loss:.4f}"
-            )
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in dev.items() if k != "examples")
+            progress.console.print(f"{name} epoch {epoch + 1}/{config.epochs}: dev {shown}")
             if score > best_score:
                 best_score, bad_epochs = score, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -1,7 +1,10 @@
-"""Student builders: the shape of each compressed student, derived from the teacher's."""
+"""Student builders: the shape of each compressed student and its initialisation from the teacher."""
 
-from compress.students.albert import albert_config
-from compress.students.distilbert import distilbert_config
-from compress.students.tinybert import tinybert_config
+from compress.students.albert import AlbertOptions, albert_config, build_albert
+from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
+from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
 
-__all__ = ["albert_config", "distilbert_config", "tinybert_config"]
+__all__ = [
+    "AlbertOptions", "DistilBertOptions", "TinyBertOptions", "albert_config", "build_albert",
+    "build_distilbert", "build_tinybert", "distilbert_config", "tinybert_config",
+]

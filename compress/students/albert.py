@@ -3,14 +3,39 @@
 
 from __future__ import annotations
 
-from compress.models.config import EncoderConfig
+from dataclasses import dataclass
 
-DEFAULT_EMBEDDING_SIZE = 128
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.students.init import copy_blocks, copy_embeddings, copy_head, factorize_embeddings, fit_embeddings
+
+SHARED_INIT = ("first", "middle", "last")
+
+
+@dataclass
+class AlbertOptions:
+    """Shape and initialisation of the ALBERT student.
+
+    embedding_size  E (128 as in the paper); E == the teacher's H turns factorization off.
+    sharing         all | attention | ffn | none; groups: G contiguous groups sharing inside each.
+    dropout         False removes dropout, which the ALBERT paper found helps a shared model.
+    shared_init     which teacher layer of a group initialises the group's shared block.
+    fit_steps       steps fitting the factorized embedding to the teacher's (0 = SVD only).
+    hidden_loss     also distil the hidden states (MSE per layer), not only the logits.
+    """
+
+    embedding_size: int = 128
+    sharing: str = "all"
+    groups: int = 1
+    dropout: bool = True
+    shared_init: str = "middle"
+    fit_steps: int = 100
+    hidden_loss: bool = False
 
 
 def albert_config(
     teacher: EncoderConfig,
-    embedding_size: int = DEFAULT_EMBEDDING_SIZE,
+    embedding_size: int = AlbertOptions.embedding_size,
     sharing: str = "all",
     groups: int = 1,
     dropout: bool = True,
@@ -23,3 +48,30 @@ def albert_config(
         )
     rates = {} if dropout else {"hidden_dropout": 0.0, "attention_dropout": 0.0}
     return teacher.replace(embedding_size=embedding_size, sharing=sharing, groups=groups, **rates)
+
+
+def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[int]:
+    """The teacher layer that initialises each of ``blocks`` blocks (one per group when shared)."""
+    if blocks == config.num_layers:
+        return list(range(blocks))
+    per_group = config.num_layers // blocks
+    offset = {"first": 0, "middle": (per_group - 1) // 2, "last": per_group - 1}[shared_init]
+    return [g * per_group + offset for g in range(blocks)]
+
+
+def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
+    """An ALBERT student initialised from ``teacher`` (see :func:`factorize_embeddings`)."""
+    if options.shared_init not in SHARED_INIT:
+        raise ValueError(f"shared_init must be one of {', '.join(SHARED_INIT)}, got {options.shared_init!r}.")
+    config = albert_config(teacher.config, options.embedding_size, options.sharing, options.groups, options.dropout)
+    student = Encoder(config)
+    if config.factorized:
+        factorize_embeddings(teacher, student)
+        if options.fit_steps:
+            fit_embeddings(teacher, student, steps=options.fit_steps)
+    else:
+        copy_embeddings(teacher, student)
+    copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, options.shared_init), "attention")
+    copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, options.shared_init), "ffn")
+    copy_head(teacher, student)
+    return student

@@ -1,16 +1,42 @@
-"""DistilBERT-style student: half the teacher's layers at the same width (Sanh et al. 2019)."""
+"""DistilBERT-style student: fewer layers at the same width, initialised from the teacher by
+taking one teacher layer of every two (Sanh et al. 2019)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from compress.distill.layer_maps import LayerMap, teacher_blocks
 from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.students.init import copy_blocks, copy_embeddings, copy_head
+
+
+@dataclass
+class DistilBertOptions:
+    """num_layers: None = half the teacher's (rounded up); init_map: which teacher layers to copy."""
+
+    num_layers: int | None = None
+    init_map: LayerMap = field(default_factory=lambda: LayerMap("every_other"))
 
 
 def distilbert_config(teacher: EncoderConfig, num_layers: int | None = None) -> EncoderConfig:
     """The teacher with ``num_layers`` layers (default: half, rounded up)."""
     layers = num_layers if num_layers is not None else max(1, (teacher.num_layers + 1) // 2)
-    if layers > teacher.num_layers:
+    if not 0 < layers <= teacher.num_layers:
         raise ValueError(
-            f"num_layers ({layers}) must not exceed the teacher's {teacher.num_layers}: "
+            f"num_layers ({layers}) must be between 1 and the teacher's {teacher.num_layers}: "
             "a DistilBERT student takes a subset of the teacher's layers."
         )
     return teacher.replace(num_layers=layers, sharing="none", groups=1)
+
+
+def build_distilbert(teacher: Encoder, options: DistilBertOptions) -> Encoder:
+    """A DistilBERT student: embeddings, head and the mapped layers copied from ``teacher``."""
+    config = distilbert_config(teacher.config, options.num_layers)
+    student = Encoder(config)
+    sources = teacher_blocks(options.init_map, config.num_layers, teacher.config.num_layers)
+    copy_embeddings(teacher, student)
+    copy_blocks(teacher, student, sources, "attention")
+    copy_blocks(teacher, student, sources, "ffn")
+    copy_head(teacher, student)
+    return student

@@ -124,7 +124,7 @@ def finetune_teacher(
         "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
         "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
         "best_epoch": result.best_epoch, "history": result.history,
-        "dev": result.best_dev.to_dict() if result.best_dev else None, "test": test.to_dict(),
+        "dev": result.best_dev, "test": test.to_dict(),
         "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
     }
     with atomic_dir(target) as tmp:

@@ -1,0 +1,69 @@
+"""`compress run METHOD`: train one compressed student and write its run directory."""
+
+from __future__ import annotations
+
+import typer
+
+from compress.cli.common import console, print_json
+from compress.data.named import DEFAULT_DATASET
+from compress.methods import METHODS
+from compress.teachers.registry import DEFAULT_TEACHER
+
+
+def run(
+    method: str = typer.Argument(..., help=f"One of {', '.join(METHODS)}."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
+    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
+    text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
+    text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),
+    label_column: str | None = typer.Option(None, help="Label column of a file dataset."),
+    epochs: int | None = typer.Option(None, help="Epochs of every training stage (default: the method's)."),
+    batch_size: int = typer.Option(32, help="Training batch size."),
+    lr: float | None = typer.Option(None, help="Learning rate of every stage (default: the method's)."),
+    seed: int = typer.Option(13, help="Seed: same seed, same metrics."),
+    out: str | None = typer.Option(None, help="Run directory (default: runs/METHOD-DATASET-TIME)."),
+    overwrite: bool = typer.Option(False, help="Replace an existing --out directory."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
+    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
+    embedding_size: int | None = typer.Option(None, help="albert: embedding size E (default 128)."),
+    sharing: str | None = typer.Option(None, help="albert: all, attention, ffn or none (default all)."),
+    groups: int | None = typer.Option(None, help="albert: number of layer groups G (default 1)."),
+    no_dropout: bool = typer.Option(False, "--no-dropout", help="albert: remove dropout, as the ALBERT paper does."),
+    hidden_loss: bool = typer.Option(False, "--hidden-loss", help="albert: also distil the hidden states."),
+    layers: int | None = typer.Option(None, help="distilbert / tinybert: student layers."),
+    hidden_size: int | None = typer.Option(None, help="tinybert: student hidden size (default 312)."),
+    heads: int | None = typer.Option(None, help="tinybert: student attention heads (default 12)."),
+    ffn_size: int | None = typer.Option(None, help="tinybert: student FFN size (default 1200)."),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
+) -> None:
+    """Fine-tune (or reuse) the teacher, train the METHOD student, evaluate both, write a run directory."""
+    from dataclasses import replace
+
+    from compress.runner import RunConfig, run as run_method
+    from compress.teachers.finetune import FinetuneConfig
+
+    given = {"embedding_size": embedding_size, "sharing": sharing, "groups": groups,
+             "dropout": False if no_dropout else None, "hidden_loss": True if hidden_loss else None,
+             "num_layers": layers, "hidden_size": hidden_size, "num_heads": heads, "ffn_size": ffn_size}
+    options = {k: v for k, v in given.items() if v is not None}
+    ft = FinetuneConfig()
+    ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr)
+    config = RunConfig(
+        method=method, teacher=teacher, dataset=dataset, text_column=text_column,
+        text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
+        lr=lr, batch_size=batch_size, seed=seed, device=device, out=out, overwrite=overwrite,
+        teacher_finetune=replace(ft, train=ft_train),
+    )
+    result = run_method(config, show_progress=not as_json)
+    m = result.metrics
+    if as_json:
+        print_json({**m, "directory": str(result.directory)})
+        return
+    t, s = m["teacher"], m["student"]
+    console.print(
+        f"[bold]{m['method']}[/]: teacher {t['params'] / 1e6:.1f}M params, test accuracy {t['accuracy']:.4f}; "
+        f"student {s['params'] / 1e6:.1f}M params ({m['ratios']['params']:.2f}x fewer), test accuracy "
+        f"{s['accuracy']:.4f}; retention [bold]{m['retention']:.1%}[/]"
+    )
+    console.print(f"run directory: {result.directory} (report.md, metrics.json, student/)")

@@ -1,0 +1,80 @@
+"""A method is data: a recipe names loss terms with weights, grouped in stages.
+
+Recipes are dataclasses with a JSON round trip, so every run writes the exact recipe it ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from compress.distill.layer_maps import LayerMap
+from compress.distill.losses import LOSSES, get_loss
+
+
+@dataclass
+class LossTerm:
+    """One weighted loss of a stage.
+
+    loss        a name registered in :data:`compress.distill.losses.LOSSES`.
+    weight      its coefficient in the stage's sum.
+    options     keyword options of the loss (``temperature``, ``scale_by_t2``).
+    layers      for layer losses: ``mapped`` pairs every student layer m with teacher layer
+                g(m) (summed over m, as TinyBERT does); ``last`` uses the last layers only
+                (DistilBERT's cosine loss).
+    """
+
+    loss: str
+    weight: float = 1.0
+    options: dict[str, Any] = field(default_factory=dict)
+    layers: str = "mapped"
+
+    def __post_init__(self) -> None:
+        spec = get_loss(self.loss)
+        unknown = sorted(set(self.options) - set(spec.options))
+        if unknown:
+            raise ValueError(f"loss {self.loss} takes no option(s) {', '.join(unknown)}.")
+        if self.layers not in ("mapped", "last"):
+            raise ValueError(f"layers must be 'mapped' or 'last', got {self.layers!r}.")
+
+    @property
+    def reads(self) -> str:
+        return LOSSES[self.loss].reads
+
+
+@dataclass
+class Stage:
+    """A training stage: its loss terms, its length and learning rate.
+
+    ``select_on`` picks the kept epoch: ``accuracy`` on dev, or ``loss`` (the stage's own
+    distillation loss on dev, for intermediate-layer stages that do not train the classifier).
+    """
+
+    name: str
+    terms: list[LossTerm]
+    epochs: int = 3
+    lr: float = 5e-5
+    select_on: str = "accuracy"
+
+    @property
+    def reads(self) -> set[str]:
+        return {t.reads for t in self.terms}
+
+
+@dataclass
+class Recipe:
+    """Stages of one method and the layer map that pairs student and teacher layers."""
+
+    method: str
+    stages: list[Stage]
+    layer_map: LayerMap = field(default_factory=lambda: LayerMap("uniform"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+        stages = [
+            Stage(**{**s, "terms": [LossTerm(**t) for t in s["terms"]]}) for s in data["stages"]
+        ]
+        return cls(method=data["method"], stages=stages, layer_map=LayerMap.from_dict(data["layer_map"]))

@@ -1,0 +1,67 @@
+"""The compression methods `compress run` knows: how each shapes, builds and trains its student.
+
+A method is data plus two functions: its options (a dataclass the CLI fills), the student's shape
+(checked before any work starts), the student built from the fine-tuned teacher, and its recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from compress.distill.recipe import Recipe
+from compress.distill.recipes import albert_recipe, distilbert_recipe, tinybert_recipe
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.students.albert import AlbertOptions, albert_config, build_albert
+from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
+from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    summary: str
+    options: type
+    student_config: Callable[[EncoderConfig, Any], EncoderConfig]
+    build: Callable[[Encoder, Any], Encoder]
+    recipe: Callable[[Any], Recipe]
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "albert", "factorized embedding + cross-layer sharing, distilled on the logits", AlbertOptions,
+            lambda t, o: albert_config(t, o.embedding_size, o.sharing, o.groups, o.dropout),
+            build_albert, lambda o: albert_recipe(hidden_loss=o.hidden_loss),
+        ),
+        Method(
+            "distilbert", "every other teacher layer, soft targets + gold labels + cosine", DistilBertOptions,
+            lambda t, o: distilbert_config(t, o.num_layers), build_distilbert, lambda o: distilbert_recipe(),
+        ),
+        Method(
+            "tinybert", "narrow and shallow, intermediate-layer then prediction-layer distillation",
+            TinyBertOptions, tinybert_config, build_tinybert, lambda o: tinybert_recipe(),
+        ),
+    )
+}
+
+
+def get_method(name: str) -> Method:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise CompressError(f"unknown method {name!r}; known: {', '.join(METHODS)}.") from None
+
+
+def method_options(method: Method, values: dict[str, Any]) -> Any:
+    """The method's options dataclass from ``values``; options it does not take are an error."""
+    known = {f.name for f in fields(method.options)}
+    unknown = sorted(k for k, v in values.items() if k not in known)
+    if unknown:
+        flags = ", ".join("--" + k.replace("_", "-") for k in unknown)
+        raise CompressError(f"{flags} do(es) not apply to {method.name}; it takes {', '.join(sorted(known))}.")
+    return method.options(**values)

@@ -1,0 +1,121 @@
+"""The record of one run: ``metrics.json`` (schema below) and ``report.md``.
+
+metrics.json, schema version 1::
+
+    schema_version, method, seconds, seq_len
+    dataset   {name, fingerprint, sizes {train, dev, test}, label_names}
+    teacher   {params, classifier_params, params_by_component, flops, size_bytes, accuracy, macro_f1, dev_accuracy}
+    student   {params, classifier_params, params_by_component, flops, size_bytes, accuracy, macro_f1, layout, config}
+    retention student accuracy / teacher accuracy
+    ratios    teacher / student for params, flops, size_bytes
+    stages    per stage: best epoch, best dev metrics, seconds
+
+``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
+is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from compress.data.task import TaskData
+from compress.distill.training import Metrics
+from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
+from compress.models.encoder import Encoder
+from compress.paths import atomic_write_text
+
+SCHEMA_VERSION = 1
+
+# Why each method saves what it saves, filled with the run's own ratios (teacher / student).
+WHY = {
+    "albert": "Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
+              "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but computes "
+              "{flops:.2f}x the teacher's FLOPs per sequence, so it is not faster at inference. The factorized "
+              "embedding (V x E + E x H) removes most of the embedding table; sharing removes all but one block.",
+    "distilbert": "Fewer layers cut parameters and FLOPs of the encoder alike; the embedding table is untouched, "
+                  "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.",
+    "tinybert": "A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
+                "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).",
+}
+
+
+def weights_bytes(directory: Path) -> int:
+    """Bytes of the weight files in a model directory."""
+    return sum(p.stat().st_size for p in Path(directory).glob("*.safetensors"))
+
+
+def _model_entry(model: Encoder, test: Metrics, seq_len: int, size: int) -> dict[str, Any]:
+    count = count_parameters(model)
+    return {
+        "params": count.backbone, "classifier_params": count.classifier,
+        "params_by_component": count.by_component, "flops": flops_per_sequence(model.config, seq_len),
+        "size_bytes": size, "accuracy": test.accuracy, "macro_f1": test.macro_f1,
+    }
+
+
+def run_metrics(*, method: str, teacher: Encoder, student: Encoder, teacher_test: Metrics, student_test: Metrics,
+                seq_len: int, teacher_record: dict[str, Any], teacher_dir: Path, student_dir: Path, layout: str,
+                stages: list[dict[str, Any]], task: TaskData, seconds: float) -> dict[str, Any]:
+    """The metrics.json of a run (see the module docstring for the schema)."""
+    t = _model_entry(teacher, teacher_test, seq_len, weights_bytes(teacher_dir))
+    t["dev_accuracy"] = (teacher_record.get("dev") or {}).get("accuracy")
+    s = _model_entry(student, student_test, seq_len, weights_bytes(student_dir))
+    s |= {"layout": layout, "config": student.config.to_dict()}
+    return {
+        "schema_version": SCHEMA_VERSION, "method": method, "seconds": round(seconds, 1), "seq_len": seq_len,
+        "dataset": {"name": task.name, "fingerprint": task.fingerprint, "label_names": task.label_names,
+                    "sizes": {name: len(split) for name, split in task.splits.items()}},
+        "teacher": t, "student": s,
+        "retention": s["accuracy"] / t["accuracy"] if t["accuracy"] else 0.0,
+        "ratios": {k: t[k] / s[k] for k in ("params", "flops", "size_bytes")},
+        "stages": stages,
+    }
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) -> None:
+    """report.md: the side-by-side table, the stages, the recipe, and why the method saves what it saves."""
+    t, s = metrics["teacher"], metrics["student"]
+    run = config["run"]
+    lines = [
+        f"# {metrics['method']}: {run['teacher']} -> student on {metrics['dataset']['name']}",
+        "",
+        f"Test split: {metrics['dataset']['sizes']['test']} examples (split fingerprint "
+        f"`{metrics['dataset']['fingerprint']}`); FLOPs per sequence of {metrics['seq_len']} tokens.",
+        "",
+        "| | teacher | student | teacher / student |",
+        "|---|---:|---:|---:|",
+        _row("parameters (embeddings + encoder + pooler)", f"{t['params']:,}", f"{s['params']:,}",
+             f"{metrics['ratios']['params']:.2f}x"),
+        _row("size on disk (MB)", f"{t['size_bytes'] / 1e6:.1f}", f"{s['size_bytes'] / 1e6:.1f}",
+             f"{metrics['ratios']['size_bytes']:.2f}x"),
+        _row("FLOPs per sequence", f"{t['flops']:,}", f"{s['flops']:,}", f"{metrics['ratios']['flops']:.2f}x"),
+        _row("test accuracy", f"{t['accuracy']:.4f}", f"{s['accuracy']:.4f}", ""),
+        _row("test macro-F1", f"{t['macro_f1']:.4f}", f"{s['macro_f1']:.4f}", ""),
+        "",
+        f"**Retention** (student accuracy / teacher accuracy): **{metrics['retention']:.1%}**.",
+        "",
+        "## Parameters by component",
+        "",
+        "| component | teacher | student |",
+        "|---|---:|---:|",
+        *(_row(label, f"{t['params_by_component'][k]:,}", f"{s['params_by_component'][k]:,}")
+          for k, label in COMPONENTS.items()),
+        "",
+        "## Training",
+        "",
+    ]
+    for stage, spec in zip(metrics["stages"], config["recipe"]["stages"]):
+        terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
+                           for term in spec["terms"])
+        lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
+                     f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s).")
+    lines += ["", f"Student saved in `student/` ({s['layout']} layout).", "", "## Why it saves what it saves", ""]
+    ratios = metrics["ratios"]
+    lines.append(WHY[metrics["method"]].format(params=ratios["params"], flops=ratios["flops"],
+                                               size=ratios["size_bytes"]))
+    atomic_write_text(path, "\n".join(lines) + "\n")

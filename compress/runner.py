@@ -1,0 +1,179 @@
+"""`compress run METHOD`: fine-tune (or reuse) the teacher, build and train the student, evaluate
+both on the test split, and write a run directory.
+
+Run directory (written to a temporary sibling and renamed when complete, so an interrupted run
+leaves nothing behind):
+
+    config.json    everything needed to run it again (RunConfig + the recipe it ran)
+    student/       the student: transformers BERT/ALBERT layout when the shape allows, else compress format
+    metrics.json   teacher and student parameters, size, FLOPs, accuracy, macro-F1, retention
+    log.jsonl      the losses of every step and the dev metrics of every epoch
+    report.md      the same, for people
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compress.data.batching import make_dataloader
+from compress.data.load import load_task
+from compress.device import resolve_device
+from compress.distill.objective import DistillationObjective
+from compress.distill.recipe import Recipe, Stage
+from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
+from compress.distill.training import TrainConfig, evaluate, seed_everything, train_stage
+from compress.errors import CompressError
+from compress.methods import get_method, method_options
+from compress.models.checkpoints import save_encoder
+from compress.paths import atomic_dir
+from compress.reports.run_record import run_metrics, write_report
+from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
+from compress.teachers.registry import DEFAULT_TEACHER, resolve_teacher_dir, teacher_config
+
+
+@dataclass
+class RunConfig:
+    """One `compress run`: method, teacher, data and training settings.
+
+    ``epochs`` and ``lr`` override every stage of the method's recipe when set.
+    """
+
+    method: str
+    teacher: str = DEFAULT_TEACHER
+    dataset: str = "mr"
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int = 32
+    seed: int = 13
+    device: str = "auto"
+    teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    out: str | None = None
+    overwrite: bool = False
+
+
+@dataclass
+class RunResult:
+    directory: Path
+    metrics: dict[str, Any]
+
+
+def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
+    stages = [replace(s, epochs=config.epochs or s.epochs, lr=config.lr or s.lr) for s in method_recipe.stages]
+    return replace(method_recipe, stages=stages)
+
+
+def _out_dir(config: RunConfig, dataset_name: str) -> Path:
+    if config.out:
+        out = Path(config.out)
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = Path("runs") / f"{config.method}-{Path(dataset_name).stem}-{stamp}"
+    if out.exists() and any(out.iterdir()) and not config.overwrite:
+        raise CompressError(f"{out} already exists and is not empty; choose another --out or pass --overwrite.")
+    return out
+
+
+def _stage_config(stage: Stage, config: RunConfig) -> TrainConfig:
+    return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=config.batch_size, seed=config.seed,
+                       metric="loss" if stage.select_on == "loss" else "accuracy")
+
+
+def run(config: RunConfig, show_progress: bool = True) -> RunResult:
+    """Carry out one run; every check that can fail on bad input happens before any training."""
+    method = get_method(config.method)
+    options = method_options(method, config.options)
+    if config.batch_size <= 0 or (config.epochs is not None and config.epochs <= 0):
+        raise CompressError("--batch-size and --epochs must be positive integers.")
+    teacher_shape = teacher_config(config.teacher)
+    resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
+    task = load_task(config.dataset, text_column=config.text_column,
+                     text_pair_column=config.text_pair_column, label_column=config.label_column)
+    try:
+        method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
+    except ValueError as e:
+        raise CompressError(f"invalid {method.name} student: {e}") from None
+    recipe = _recipe(config, method.recipe(options))
+    out = _out_dir(config, task.name)
+    device = resolve_device(config.device)
+
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
+                                 show_progress=show_progress)
+    data = tokenized_for(finetuned, task)
+    teacher = finetuned.load().model.to(device)
+    seed_everything(config.seed)
+    student = method.build(teacher, options).to(device)
+
+    start = time.perf_counter()
+    with atomic_dir(out) as tmp, open(tmp / "log.jsonl", "w") as log:
+        stages = []
+        for stage in recipe.stages:
+            stages.append(_train(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
+                                 config, device, log, show_progress))
+        teacher_test = evaluate(teacher, data.dataloader("test", batch_size=128), device)
+        student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
+        student.cpu()
+        layout = save_encoder(student, tmp / "student", tokenizer=_tokenizer(finetuned.directory),
+                              label_names=task.label_names)
+        metrics = run_metrics(
+            method=method.name, teacher=teacher.cpu(), student=student, teacher_test=teacher_test,
+            student_test=student_test, seq_len=data.max_length, teacher_record=finetuned.record,
+            teacher_dir=finetuned.directory, student_dir=tmp / "student", layout=layout, stages=stages, task=task,
+            seconds=time.perf_counter() - start,
+        )
+        full_config = {"run": asdict(config), "recipe": recipe.to_dict(), "options": asdict(options),
+                       "teacher_dir": str(finetuned.directory), "teacher_config": teacher.config.to_dict(),
+                       "max_length": data.max_length}
+        (tmp / "config.json").write_text(json.dumps(full_config, indent=2, default=str))
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        write_report(tmp / "report.md", metrics, full_config)
+    return RunResult(out, metrics)
+
+
+def _tokenizer(directory: Path) -> Any:
+    from compress.teachers.registry import load_tokenizer
+
+    return load_tokenizer(str(directory))
+
+
+def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,
+           config: RunConfig, device: torch.device, log, show_progress: bool) -> dict[str, Any]:
+    objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
+    train_config = _stage_config(stage, config)
+    if objective.needs_teacher_forward:
+        train_set, collator = data.splits["train"], data.collator
+    else:  # only logits: compute the teacher's once per dataset (cached on disk), not once per step
+        train_set = teacher_logits_dataset(teacher, data, "train", teacher_fingerprint, device)
+        collator = TeacherLogitsCollator(data.collator)
+
+    def train_batches(epoch: int):
+        return make_dataloader(train_set, collator, batch_size=config.batch_size, shuffle=True,
+                               seed=config.seed + epoch)
+
+    def dev_loss() -> dict[str, float]:
+        student.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for batch in data.dataloader("dev", batch_size=128):
+                batch = {k: v.to(device) for k, v in batch.items()}
+                loss, _ = objective(student, batch)
+                total, count = total + float(loss) * len(batch["input_ids"]), count + len(batch["input_ids"])
+        return {"loss": total / max(1, count)}
+
+    result = train_stage(
+        student, objective, train_batches, lambda: data.dataloader("dev", batch_size=128), train_config,
+        device=device, name=f"{recipe.method}: {stage.name}", log=log,
+        extra_parameters=list(objective.projections.parameters()),
+        evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,
+    )
+    return {"stage": stage.name, "best_epoch": result.best_epoch, "best_dev": result.best_dev,
+            "seconds": round(result.seconds, 1), "stopped_early": result.stopped_early}

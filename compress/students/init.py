@@ -1,0 +1,94 @@
+"""Initialising a student from a teacher: copying blocks and heads, factorizing the embedding."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compress.models.encoder import Encoder
+
+
+@torch.no_grad()
+def copy_head(teacher: Encoder, student: Encoder) -> None:
+    """Copy the pooler and classifier (same width and classes required)."""
+    student.pooler.load_state_dict(teacher.pooler.state_dict())
+    student.classifier.load_state_dict(teacher.classifier.state_dict())
+
+
+@torch.no_grad()
+def copy_embeddings(teacher: Encoder, student: Encoder) -> None:
+    """Copy token, position and type embeddings and their layer norm (same E required)."""
+    src, dst = teacher.embeddings, student.embeddings
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "layer_norm"):
+        getattr(dst, name).load_state_dict(getattr(src, name).state_dict())
+
+
+@torch.no_grad()
+def copy_blocks(teacher: Encoder, student: Encoder, sources: list[int], kind: str) -> None:
+    """Student block ``b`` of ``kind`` (``attention`` or ``ffn``) <- teacher layer ``sources[b]``'s block."""
+    src, dst = getattr(teacher, kind), getattr(student, kind)
+    if len(sources) != len(dst):
+        raise ValueError(f"{len(dst)} {kind} blocks need {len(dst)} source layers, got {len(sources)}.")
+    for block, layer in zip(dst, sources):
+        block.load_state_dict(src[layer].state_dict())
+
+
+@torch.no_grad()
+def factorize_embeddings(teacher: Encoder, student: Encoder) -> float:
+    """Initialise a V x E + E x H embedding from the teacher's V x H one by truncated SVD.
+
+    W = U S V^T; the token table becomes U_E S_E (V x E) and position and type tables are
+    expressed in the same basis (P V_E, T V_E), so x_E = x_H V_E is the best rank-E view of the
+    teacher's summed embedding. The student normalises in E and projects back with
+    diag(gamma) V_E sqrt(H/E) + beta, which restores the teacher's scale and layer-norm affine
+    (sqrt(H/E) because a layer-normed vector has norm sqrt(width)). Returns the share of the
+    word-embedding energy (squared Frobenius norm) the rank-E table keeps.
+    """
+    e, h = student.config.embedding_size, teacher.config.hidden_size
+    src, dst = teacher.embeddings, student.embeddings
+    u, s, vh = torch.linalg.svd(src.word_embeddings.weight.float(), full_matrices=False)
+    basis = vh[:e].T                                      # H x E, orthonormal columns
+    dst.word_embeddings.weight.copy_(u[:, :e] * s[:e])
+    dst.position_embeddings.weight.copy_(src.position_embeddings.weight @ basis)
+    dst.token_type_embeddings.weight.copy_(src.token_type_embeddings.weight @ basis)
+    dst.layer_norm.reset_parameters()
+    gamma, beta = src.layer_norm.weight, src.layer_norm.bias
+    dst.projection.weight.copy_(gamma[:, None] * basis * math.sqrt(h / e))
+    dst.projection.bias.copy_(beta)
+    return float((s[:e] ** 2).sum() / (s**2).sum())
+
+
+def fit_embeddings(teacher: Encoder, student: Encoder, steps: int = 200, seq_len: int = 64,
+                   batch_size: int = 64, lr: float = 3e-3, seed: int = 0) -> float:
+    """Refine the student's embedding block to reproduce the teacher's embedding output.
+
+    Minimises MSE(student.embeddings(x), teacher.embeddings(x)) over random token sequences
+    (every position up to ``seq_len``, random token types): the factorized V x E + E x H block
+    then matches the teacher's layer-normed V x H embedding as well as its rank allows, before
+    any task data is seen. Returns the final relative error ||s - t|| / ||t||.
+    """
+    g = torch.Generator().manual_seed(seed)
+    config = teacher.config
+    n = min(seq_len, config.max_positions, student.config.max_positions)
+    params = list(student.embeddings.parameters())
+    optimizer = torch.optim.Adam(params, lr=lr)
+    teacher_mode, student_mode = teacher.training, student.training
+    teacher.eval()
+    student.eval()  # no dropout while fitting
+    error = float("nan")
+    for step in range(steps):
+        ids = torch.randint(0, config.vocab_size, (batch_size, n), generator=g)
+        types = torch.randint(0, config.type_vocab_size, (batch_size, 1), generator=g).expand(-1, n)
+        with torch.no_grad():
+            target = teacher.embeddings(ids, types)
+        output = student.embeddings(ids, types)
+        loss = torch.nn.functional.mse_loss(output, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step == steps - 1:
+            error = float((output - target).detach().norm() / target.norm())
+    teacher.train(teacher_mode)
+    student.train(student_mode)
+    return error
