@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 run: install
-	$(BIN)/compress explain albert --teacher bert-large
+	$(BIN)/compress run albert
 
 test: install
 	$(BIN)/python -m pytest -q

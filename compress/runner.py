@@ -24,6 +24,7 @@ import torch
 from compress.data.batching import make_dataloader
 from compress.data.load import load_task
 from compress.device import resolve_device
+from compress.distill.general import general_distillation
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
@@ -99,7 +100,7 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     task = load_task(config.dataset, text_column=config.text_column,
                      text_pair_column=config.text_pair_column, label_column=config.label_column)
     try:
-        method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
+        student_shape = method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
     except ValueError as e:
         raise CompressError(f"invalid {method.name} student: {e}") from None
     recipe = _recipe(config, method.recipe(options))
@@ -110,6 +111,9 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
                                  show_progress=show_progress)
     data = tokenized_for(finetuned, task)
     teacher = finetuned.load().model.to(device)
+    if getattr(options, "general_distillation", False) and not options.init_from:
+        options.init_from = str(general_distillation(config.teacher, student_shape, device=config.device,
+                                                     show_progress=show_progress))
     seed_everything(config.seed)
     student = method.build(teacher, options).to(device)
 

@@ -149,3 +149,18 @@ def test_sop_pairs_tokenize_into_model_inputs(tokenizer: Any) -> None:
     batch = collator_for(tokenizer)(list(tokenized))
     assert batch["input_ids"].shape[0] == 2 and batch["labels"].shape == (2,)
     assert batch["token_type_ids"].max() == 1
+
+
+def test_length_grouped_batches_cover_every_example_once_and_cut_padding():
+    import random
+
+    from compress.data.batching import length_grouped_batches
+
+    lengths = [random.Random(i).randint(3, 80) for i in range(1000)]
+    batches = length_grouped_batches(lengths, batch_size=16, seed=1, pool=10)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    assert batches == length_grouped_batches(lengths, batch_size=16, seed=1, pool=10)
+    assert batches != length_grouped_batches(lengths, batch_size=16, seed=2, pool=10)
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    plain = sum(16 * max(lengths[i] for i in range(s, min(s + 16, 1000))) for s in range(0, 1000, 16))
+    assert padded < 0.75 * plain

@@ -35,6 +35,9 @@ def run(
     hidden_size: int | None = typer.Option(None, help="tinybert: student hidden size (default 312)."),
     heads: int | None = typer.Option(None, help="tinybert: student attention heads (default 12)."),
     ffn_size: int | None = typer.Option(None, help="tinybert: student FFN size (default 1200)."),
+    general_distillation: bool = typer.Option(
+        False, "--general-distillation", help="tinybert: distil the pre-trained teacher on raw text first (cached)."),
+    init_from: str | None = typer.Option(None, help="tinybert: start from this student checkpoint directory."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
 ) -> None:
     """Fine-tune (or reuse) the teacher, train the METHOD student, evaluate both, write a run directory."""
@@ -45,7 +48,8 @@ def run(
 
     given = {"embedding_size": embedding_size, "sharing": sharing, "groups": groups,
              "dropout": False if no_dropout else None, "hidden_loss": True if hidden_loss else None,
-             "num_layers": layers, "hidden_size": hidden_size, "num_heads": heads, "ffn_size": ffn_size}
+             "num_layers": layers, "hidden_size": hidden_size, "num_heads": heads, "ffn_size": ffn_size,
+             "general_distillation": True if general_distillation else None, "init_from": init_from}
     options = {k: v for k, v in given.items() if v is not None}
     ft = FinetuneConfig()
     ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr)

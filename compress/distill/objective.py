@@ -92,5 +92,5 @@ class DistillationObjective(nn.Module):
                     kwargs["projection"] = self.projections[kind]
                 value = sum(spec.fn(s, t, **kwargs) for s, t in self._pairs(term, out, teacher))
             total = total + term.weight * value
-            parts[term.loss] = float(value)
+            parts[term.loss] = float(value.detach()) if torch.is_tensor(value) else float(value)
         return total, parts

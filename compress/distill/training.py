@@ -136,7 +136,8 @@ def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig)
             (no_decay if p.ndim < 2 or "layer_norm" in name else decay).append(p)
     groups = [{"params": decay + extra, "weight_decay": config.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=config.lr)
+    # fused: one kernel for all parameters; the per-tensor loop is ~30x slower on CPU here.
+    return torch.optim.AdamW(groups, lr=config.lr, fused=True)
 
 
 def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
@@ -194,6 +195,8 @@ def train_stage(
 
     with _progress(show_progress) as progress:
         bar = progress.add_task(name, total=total, loss=0.0, rate=0.0)
+        # Without a terminal (CI logs, nohup) rich draws no bar: print a line every tenth instead.
+        plain_every = max(1, total // 10) if show_progress and not progress.console.is_terminal else 0
         for epoch in range(config.epochs):
             model.train()
             seen, epoch_start = 0, time.perf_counter()
@@ -210,6 +213,8 @@ def train_stage(
                 seen += len(batch["input_ids"])
                 rate = seen / max(1e-9, time.perf_counter() - epoch_start)
                 progress.update(bar, advance=1, loss=loss.item(), rate=rate)
+                if plain_every and step % plain_every == 0:
+                    progress.console.print(f"{name}: step {step}/{total}, loss {loss.item():.4f}, {rate:.0f} ex/s")
                 if log is not None:
                     log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")

@@ -14,6 +14,7 @@ leaves compress as an ordinary ``AutoModelForSequenceClassification`` directory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,19 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         f"{directory} holds no model weights (model.safetensors or pytorch_model.bin); "
         "point to a checkpoint directory."
     )
+
+
+def weights_digest(directory: Path) -> str:
+    """sha256 of the config and weight files of a checkpoint directory (identifies its exact weights)."""
+    directory = Path(directory)
+    digest = hashlib.sha256()
+    for name in sorted(p.name for p in directory.iterdir()):
+        if name in ("config.json", COMPRESS_CONFIG) or name.endswith((".safetensors", ".bin")):
+            digest.update(name.encode())
+            with open(directory / name, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 22), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
 
 
 def is_checkpoint_dir(path: Path) -> bool:

@@ -8,16 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pathlib import Path
+
+from compress.errors import CompressError
+from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 
 
 @dataclass
 class TinyBertOptions:
+    """Shape (TinyBERT-4 by default) and initialisation of the student.
+
+    general_distillation  first distil the pre-trained teacher on raw text (cached), then the task.
+    init_from             a student checkpoint directory to start from (e.g. a general TinyBERT).
+    """
+
     num_layers: int = 4
     hidden_size: int = 312
     num_heads: int = 12
     ffn_size: int = 1200
+    general_distillation: bool = False
+    init_from: str | None = None
 
 
 def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = None) -> EncoderConfig:
@@ -35,5 +47,13 @@ def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = No
 
 
 def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
-    """A randomly initialised TinyBERT student shaped after ``teacher``."""
-    return Encoder(tinybert_config(teacher.config, options))
+    """A TinyBERT student shaped after ``teacher``: fresh, or from ``options.init_from`` (its classifier
+    is left fresh, since a general-distilled student has none trained for this task)."""
+    student = Encoder(tinybert_config(teacher.config, options))
+    if options.init_from:
+        source = load_encoder(Path(options.init_from)).model
+        if source.config.replace(num_labels=student.config.num_labels) != student.config:
+            raise CompressError(f"{options.init_from} holds a student of another shape than the one asked for.")
+        state = {k: v for k, v in source.state_dict().items() if not k.startswith("classifier.")}
+        student.load_state_dict(state, strict=False)
+    return student

@@ -20,7 +20,7 @@ from compress.data.task import TaskData
 from compress.device import resolve_device
 from compress.distill.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
 from compress.errors import CompressError
-from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder
+from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
 from compress.paths import atomic_dir, cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 
@@ -48,21 +48,9 @@ class FinetunedTeacher:
         return load_encoder(self.directory)
 
 
-def _weights_digest(directory: Path) -> str:
-    """sha256 of the config and weight files of a checkpoint directory."""
-    digest = hashlib.sha256()
-    for name in sorted(p.name for p in directory.iterdir()):
-        if name == "config.json" or name.endswith((".safetensors", ".bin")):
-            digest.update(name.encode())
-            with open(directory / name, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 22), b""):
-                    digest.update(chunk)
-    return digest.hexdigest()
-
-
 def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, config: FinetuneConfig) -> str:
     material = {
-        "version": CACHE_VERSION, "teacher": _weights_digest(teacher_dir), "task": task.fingerprint,
+        "version": CACHE_VERSION, "teacher": weights_digest(teacher_dir), "task": task.fingerprint,
         "content": task.content_digest(), "max_length": max_length, "train": asdict(config.train),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]

@@ -1,0 +1,107 @@
+"""General distillation (TinyBERT's first phase): a student learns the pre-trained teacher's
+embeddings, hidden states and attention on raw text, before it sees the task.
+
+The teacher is the *pre-trained* one (not fine-tuned); the corpus is split into short passages
+of consecutive sentences. The result is cached by a fingerprint of teacher weights, student
+shape and settings, so every task run that asks for it reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+import torch
+
+from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
+from compress.data.corpus import load_corpus
+from compress.device import resolve_device
+from compress.distill.layer_maps import LayerMap
+from compress.distill.objective import DistillationObjective
+from compress.distill.recipe import LossTerm, Stage
+from compress.distill.training import TrainConfig, seed_everything, train_stage
+from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.paths import atomic_dir, cache_dir
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
+
+GENERAL_TERMS = (LossTerm("embedding_mse"), LossTerm("hidden_mse"), LossTerm("attention_mse"))
+
+
+@dataclass
+class GeneralDistillConfig:
+    """Raw-text distillation settings (sized for a CPU; the paper used far more text)."""
+
+    corpus: str = "bbc-news"
+    sentences_per_passage: int = 2
+    max_passages: int = 20000
+    held_out: int = 500
+    max_length: int = 64
+    epochs: int = 1
+    lr: float = 1e-4
+    batch_size: int = 32
+    seed: int = 13
+
+
+def _passages(config: GeneralDistillConfig) -> list[str]:
+    k = config.sentences_per_passage
+    passages = [" ".join(d.sentences[i : i + k]) for d in load_corpus(config.corpus)
+                for i in range(0, len(d.sentences), k)]
+    random.Random(config.seed).shuffle(passages)
+    return passages[: config.max_passages + config.held_out]
+
+
+def general_distillation(teacher: str, student_config: EncoderConfig, config: GeneralDistillConfig | None = None,
+                         *, device: str = "auto", show_progress: bool = True) -> Path:
+    """The checkpoint directory of a general-distilled student of ``student_config`` (trained or cached)."""
+    config = config or GeneralDistillConfig()
+    teacher_dir = resolve_teacher_dir(teacher)
+    key = hashlib.sha256(json.dumps({"teacher": weights_digest(teacher_dir), "student": student_config.to_dict(),
+                                     "config": asdict(config)}, sort_keys=True).encode()).hexdigest()[:20]
+    target = cache_dir() / "general" / key
+    if (target / "record.json").is_file():
+        return target / "student"
+
+    torch_device = resolve_device(device)
+    tokenizer = load_tokenizer(str(teacher_dir))
+    texts = _passages(config)
+    rows = datasets.Dataset.from_dict({"text": texts, "label": [0] * len(texts)})
+    tokenized = tokenize_dataset(rows, tokenizer, min(config.max_length, student_config.max_positions))
+    held_out, train = tokenized.select(range(config.held_out)), tokenized.select(range(config.held_out, len(texts)))
+    collator = collator_for(tokenizer)
+
+    pretrained = load_encoder(teacher_dir).model.to(torch_device)
+    seed_everything(config.seed)
+    student = Encoder(student_config).to(torch_device)
+    stage = Stage("general", list(GENERAL_TERMS), epochs=config.epochs, lr=config.lr, select_on="loss")
+    objective = DistillationObjective(stage, pretrained, student, LayerMap("uniform")).to(torch_device)
+
+    def held_out_loss() -> dict[str, float]:
+        student.eval()
+        total = 0.0
+        with torch.no_grad():
+            for batch in make_dataloader(held_out, collator, batch_size=128):
+                batch = {k: v.to(torch_device) for k, v in batch.items()}
+                total += float(objective(student, batch)[0]) * len(batch["input_ids"])
+        return {"loss": total / max(1, len(held_out))}
+
+    result = train_stage(
+        student, objective,
+        lambda epoch: make_dataloader(train, collator, batch_size=config.batch_size, shuffle=True,
+                                      seed=config.seed + epoch),
+        lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
+                                seed=config.seed, metric="loss"),
+        device=torch_device, name="general distillation", extra_parameters=list(objective.projections.parameters()),
+        evaluate_fn=held_out_loss, show_progress=show_progress,
+    )
+    record = {"teacher": teacher, "corpus": config.corpus, "passages": len(train), "config": asdict(config),
+              "held_out_loss": result.best_dev, "seconds": round(result.seconds, 1)}
+    with atomic_dir(target) as tmp:
+        save_encoder(student.cpu(), tmp / "student")
+        (tmp / "record.json").write_text(json.dumps(record, indent=2))
+    return target / "student"

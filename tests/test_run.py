@@ -1,0 +1,108 @@
+"""`compress run` end to end on a tiny teacher and a tiny CSV, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from compress.models.checkpoints import load_encoder
+from helpers import make_tiny_teacher, run_cli, write_tiny_csv
+
+COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "8", "--teacher-lr", "3e-3")
+METHOD_FLAGS = {
+    "albert": ("--embedding-size", "16", "--no-dropout"),
+    "distilbert": (),
+    "tinybert": ("--layers", "1", "--hidden-size", "16", "--heads", "4", "--ffn-size", "32"),
+}
+EXPECTED_LAYOUT = {"albert": "albert", "distilbert": "bert", "tinybert": "bert"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    return {"root": root, "teacher": make_tiny_teacher(root / "teacher"), "csv": write_tiny_csv(root / "reviews.csv"),
+            "env": {"COMPRESS_CACHE": str(root / "cache")}}
+
+
+def _run(tiny, method, *extra, out=None):
+    out = out or tiny["root"] / f"run-{method}"
+    return out, run_cli("run", method, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                        "--out", str(out), *COMMON, *extra, env=tiny["env"])
+
+
+@pytest.mark.parametrize("method", ["albert", "distilbert", "tinybert"])
+def test_run_writes_a_complete_run_directory(tiny, method):
+    out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "log.jsonl", "report.md"}
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
+    assert metrics["method"] == method
+    t, s = metrics["teacher"], metrics["student"]
+    assert t["params"] > s["params"] > 0
+    assert metrics["retention"] == pytest.approx(s["accuracy"] / t["accuracy"])
+    assert t["accuracy"] >= 0.8  # the tiny teacher learns the tiny task
+    assert s["size_bytes"] == sum(p.stat().st_size for p in (out / "student").glob("*.safetensors"))
+    assert s["layout"] == EXPECTED_LAYOUT[method]
+
+    config = json.loads((out / "config.json").read_text())
+    assert config["run"]["method"] == method and config["recipe"]["method"] == method
+    steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert any(r.get("event") == "dev" for r in steps) and all("stage" in r for r in steps)
+    assert "Retention" in (out / "report.md").read_text()
+
+    # The exported student reloads in transformers with the logits of our encoder.
+    ours = load_encoder(out / "student").model
+    theirs = AutoModelForSequenceClassification.from_pretrained(out / "student").eval()
+    ids = torch.tensor([[101, 2023, 2143, 2001, 2307, 102, 0], [101, 6659, 102, 0, 0, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=ids, attention_mask=mask).logits,
+                                   ours(ids, mask).logits, atol=1e-5, rtol=0)
+
+
+def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
+    out, done = _run(tiny, "distilbert", "--epochs", "1", "--lr", "1e-12")  # lr ~ 0: weights stay as built
+    assert done.returncode == 0, done.stderr
+    teacher_dir = json.loads((out / "config.json").read_text())["teacher_dir"]
+    teacher = load_encoder(teacher_dir).model
+    student = load_encoder(out / "student").model
+    assert student.config.num_layers == 1  # half of the tiny teacher's 2 layers
+    torch.testing.assert_close(student.attention[0].query.weight, teacher.attention[1].query.weight, atol=1e-6, rtol=0)
+    torch.testing.assert_close(student.embeddings.word_embeddings.weight,
+                               teacher.embeddings.word_embeddings.weight, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("pruning",), "known: albert, distilbert, tinybert"),
+        (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),
+        (("albert", "--embedding-size", "16", "--groups", "3"), "groups (3) must divide"),
+        (("albert", "--embedding-size", "16", "--sharing", "layers"), "sharing must be one of"),
+        (("distilbert", "--layers", "5"), "between 1 and the teacher's 2"),
+        (("tinybert",), "no wider and no deeper than its teacher"),
+        (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),
+    ],
+)
+def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):
+    out = tiny["root"] / "never"
+    done = run_cli("run", *args, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--out", str(out), env={"COMPRESS_CACHE": str(tiny["root"] / "empty-cache")})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert not out.exists()
+    assert not (tiny["root"] / "empty-cache" / "teachers").exists()  # no fine-tuning started
+
+
+def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):
+    done = run_cli("run", "albert", "--teacher", "bert-large", "--dataset", str(tiny["csv"]),
+                   "--out", str(tmp_path / "run"), env={"HF_HOME": str(tmp_path / "hf")})
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "minilm" in done.stderr
+    assert not (tmp_path / "run").exists()
