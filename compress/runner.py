@@ -24,18 +24,19 @@ import torch
 from compress.data.batching import make_dataloader
 from compress.data.load import load_task
 from compress.device import resolve_device
+from compress.distill.augment import AugmentConfig, augmented_train_split
 from compress.distill.general import general_distillation
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
-from compress.distill.training import TrainConfig, evaluate, seed_everything, train_stage
+from compress.distill.training import Metrics, TrainConfig, evaluate, seed_everything, train_stage
 from compress.errors import CompressError
 from compress.methods import get_method, method_options
 from compress.models.checkpoints import save_encoder
 from compress.paths import atomic_dir
 from compress.reports.run_record import run_metrics, write_report
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.teachers.registry import DEFAULT_TEACHER, resolve_teacher_dir, teacher_config
+from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, resolve_teacher_dir, teacher_config
 
 
 @dataclass
@@ -110,6 +111,8 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
                                  show_progress=show_progress)
     data = tokenized_for(finetuned, task)
+    if getattr(options, "augment_copies", 0):
+        data = augmented_train_split(data, task, finetuned.directory, AugmentConfig(copies=options.augment_copies))
     teacher = finetuned.load().model.to(device)
     if getattr(options, "general_distillation", False) and not options.init_from:
         options.init_from = str(general_distillation(config.teacher, student_shape, device=config.device,
@@ -123,10 +126,10 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         for stage in recipe.stages:
             stages.append(_train(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                  config, device, log, show_progress))
-        teacher_test = evaluate(teacher, data.dataloader("test", batch_size=128), device)
+        teacher_test = Metrics(**finetuned.record["test"])  # measured when the teacher was fine-tuned
         student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
         student.cpu()
-        layout = save_encoder(student, tmp / "student", tokenizer=_tokenizer(finetuned.directory),
+        layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
                               label_names=task.label_names)
         metrics = run_metrics(
             method=method.name, teacher=teacher.cpu(), student=student, teacher_test=teacher_test,
@@ -141,12 +144,6 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
         write_report(tmp / "report.md", metrics, full_config)
     return RunResult(out, metrics)
-
-
-def _tokenizer(directory: Path) -> Any:
-    from compress.teachers.registry import load_tokenizer
-
-    return load_tokenizer(str(directory))
 
 
 def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,

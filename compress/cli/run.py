@@ -38,6 +38,8 @@ def run(
     general_distillation: bool = typer.Option(
         False, "--general-distillation", help="tinybert: distil the pre-trained teacher on raw text first (cached)."),
     init_from: str | None = typer.Option(None, help="tinybert: start from this student checkpoint directory."),
+    augment: int | None = typer.Option(
+        None, "--augment", help="tinybert: augmented copies per training sentence (paper: 20; default 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
 ) -> None:
     """Fine-tune (or reuse) the teacher, train the METHOD student, evaluate both, write a run directory."""
@@ -49,7 +51,8 @@ def run(
     given = {"embedding_size": embedding_size, "sharing": sharing, "groups": groups,
              "dropout": False if no_dropout else None, "hidden_loss": True if hidden_loss else None,
              "num_layers": layers, "hidden_size": hidden_size, "num_heads": heads, "ffn_size": ffn_size,
-             "general_distillation": True if general_distillation else None, "init_from": init_from}
+             "general_distillation": True if general_distillation else None, "init_from": init_from,
+             "augment_copies": augment}
     options = {k: v for k, v in given.items() if v is not None}
     ft = FinetuneConfig()
     ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr)

@@ -449,3 +449,22 @@ def mlm_candidates_from_checkpoint(
     if max(tokenizer.get_vocab().values()) >= model.config.vocab_size:
         raise ValueError(f"the tokenizer does not match the checkpoint in {directory} (vocabulary too large).")
     return _MaskedLMCandidates(model, tokenizer, k, device)
+
+
+def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: AugmentConfig) -> Any:
+    """``data`` (a :class:`~compress.data.batching.TokenizedTask`) with its train split replaced by
+    the augmented, tokenized train split of ``task``; the cache key changes with the augmentation."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from compress.data.batching import tokenize_dataset
+    from compress.teachers.registry import load_tokenizer
+
+    tokenizer = load_tokenizer(str(teacher_dir))
+    neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
+    mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
+    rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm)
+    train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
+    key = hashlib.sha256(f"{data.cache_key}|{json.dumps(config.to_dict(), sort_keys=True)}".encode()).hexdigest()[:20]
+    return dataclasses.replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)

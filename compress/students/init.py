@@ -34,6 +34,26 @@ def copy_blocks(teacher: Encoder, student: Encoder, sources: list[int], kind: st
         block.load_state_dict(src[layer].state_dict())
 
 
+def _principal_basis(teacher: Encoder, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Truncated SVD of the teacher's word embeddings: (U_k S_k, V_k (H x k), all singular values)."""
+    u, s, vh = torch.linalg.svd(teacher.embeddings.word_embeddings.weight.float(), full_matrices=False)
+    return u[:, :width] * s[:width], vh[:width].T, s
+
+
+@torch.no_grad()
+def project_embeddings(teacher: Encoder, student: Encoder) -> float:
+    """A narrower student's token, position and type tables = the teacher's in its top principal
+    directions (x_E = x_H V_E), so the student starts with the teacher's lexical geometry.
+    Returns the share of word-embedding energy kept."""
+    width = student.config.embedding_size
+    words, basis, s = _principal_basis(teacher, width)
+    src, dst = teacher.embeddings, student.embeddings
+    dst.word_embeddings.weight.copy_(words)
+    dst.position_embeddings.weight.copy_(src.position_embeddings.weight[: len(dst.position_embeddings.weight)] @ basis)
+    dst.token_type_embeddings.weight.copy_(src.token_type_embeddings.weight @ basis)
+    return float((s[:width] ** 2).sum() / (s**2).sum())
+
+
 @torch.no_grad()
 def factorize_embeddings(teacher: Encoder, student: Encoder) -> float:
     """Initialise a V x E + E x H embedding from the teacher's V x H one by truncated SVD.
@@ -46,17 +66,14 @@ def factorize_embeddings(teacher: Encoder, student: Encoder) -> float:
     word-embedding energy (squared Frobenius norm) the rank-E table keeps.
     """
     e, h = student.config.embedding_size, teacher.config.hidden_size
+    kept = project_embeddings(teacher, student)
+    _, basis, _ = _principal_basis(teacher, e)
     src, dst = teacher.embeddings, student.embeddings
-    u, s, vh = torch.linalg.svd(src.word_embeddings.weight.float(), full_matrices=False)
-    basis = vh[:e].T                                      # H x E, orthonormal columns
-    dst.word_embeddings.weight.copy_(u[:, :e] * s[:e])
-    dst.position_embeddings.weight.copy_(src.position_embeddings.weight @ basis)
-    dst.token_type_embeddings.weight.copy_(src.token_type_embeddings.weight @ basis)
     dst.layer_norm.reset_parameters()
     gamma, beta = src.layer_norm.weight, src.layer_norm.bias
     dst.projection.weight.copy_(gamma[:, None] * basis * math.sqrt(h / e))
     dst.projection.bias.copy_(beta)
-    return float((s[:e] ** 2).sum() / (s**2).sum())
+    return kept
 
 
 def fit_embeddings(teacher: Encoder, student: Encoder, steps: int = 200, seq_len: int = 64,

@@ -14,6 +14,7 @@ from compress.errors import CompressError
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
+from compress.students.init import project_embeddings
 
 
 @dataclass
@@ -22,6 +23,11 @@ class TinyBertOptions:
 
     general_distillation  first distil the pre-trained teacher on raw text (cached), then the task.
     init_from             a student checkpoint directory to start from (e.g. a general TinyBERT).
+    project_embeddings    start the embedding tables from the teacher's, projected onto its top
+                          principal directions (ignored with init_from).
+    augment_copies        0: no augmentation; N: N augmented copies of every training sentence
+                          (the paper uses 20, replacing a word with probability 0.4 by one of its
+                          15 nearest neighbours).
     """
 
     num_layers: int = 4
@@ -30,6 +36,8 @@ class TinyBertOptions:
     ffn_size: int = 1200
     general_distillation: bool = False
     init_from: str | None = None
+    project_embeddings: bool = True
+    augment_copies: int = 0
 
 
 def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = None) -> EncoderConfig:
@@ -47,8 +55,9 @@ def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = No
 
 
 def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
-    """A TinyBERT student shaped after ``teacher``: fresh, or from ``options.init_from`` (its classifier
-    is left fresh, since a general-distilled student has none trained for this task)."""
+    """A TinyBERT student shaped after ``teacher``: from ``options.init_from`` (its classifier left
+    fresh: a general-distilled student has none trained for this task), else fresh layers with
+    embeddings projected from the teacher's."""
     student = Encoder(tinybert_config(teacher.config, options))
     if options.init_from:
         source = load_encoder(Path(options.init_from)).model
@@ -56,4 +65,6 @@ def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
             raise CompressError(f"{options.init_from} holds a student of another shape than the one asked for.")
         state = {k: v for k, v in source.state_dict().items() if not k.startswith("classifier.")}
         student.load_state_dict(state, strict=False)
+    elif options.project_embeddings:
+        project_embeddings(teacher, student)
     return student
