@@ -26,6 +26,7 @@ from compress.data.load import load_task
 from compress.device import resolve_device
 from compress.distill.augment import AugmentConfig, augmented_train_split
 from compress.distill.general import general_distillation
+from compress.distill.layer_maps import parse_layer_map, teacher_layers
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
@@ -43,7 +44,7 @@ from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, resolve_
 class RunConfig:
     """One `compress run`: method, teacher, data and training settings.
 
-    ``epochs`` and ``lr`` override every stage of the method's recipe when set.
+    ``epochs``, ``lr`` and ``layer_map`` override the method's recipe when set.
     """
 
     method: str
@@ -55,6 +56,8 @@ class RunConfig:
     options: dict[str, Any] = field(default_factory=dict)
     epochs: int | None = None
     lr: float | None = None
+    layer_map: str | None = None      # overrides the recipe's: uniform, last, every_other or "2,4,6"
+    patience: int | None = None       # early stopping: epochs without a better dev score
     batch_size: int = 32
     seed: int = 13
     device: str = "auto"
@@ -71,7 +74,8 @@ class RunResult:
 
 def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
     stages = [replace(s, epochs=config.epochs or s.epochs, lr=config.lr or s.lr) for s in method_recipe.stages]
-    return replace(method_recipe, stages=stages)
+    layer_map = parse_layer_map(config.layer_map) if config.layer_map else method_recipe.layer_map
+    return replace(method_recipe, stages=stages, layer_map=layer_map)
 
 
 def _out_dir(config: RunConfig, dataset_name: str) -> Path:
@@ -87,7 +91,7 @@ def _out_dir(config: RunConfig, dataset_name: str) -> Path:
 
 def _stage_config(stage: Stage, config: RunConfig) -> TrainConfig:
     return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=config.batch_size, seed=config.seed,
-                       metric="loss" if stage.select_on == "loss" else "accuracy")
+                       patience=config.patience, metric="loss" if stage.select_on == "loss" else "accuracy")
 
 
 def run(config: RunConfig, show_progress: bool = True) -> RunResult:
@@ -104,7 +108,11 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         student_shape = method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
     except ValueError as e:
         raise CompressError(f"invalid {method.name} student: {e}") from None
-    recipe = _recipe(config, method.recipe(options))
+    try:
+        recipe = _recipe(config, method.recipe(options))
+        teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
+    except ValueError as e:
+        raise CompressError(f"invalid layer map: {e}") from None
     out = _out_dir(config, task.name)
     device = resolve_device(config.device)
 

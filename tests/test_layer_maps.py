@@ -118,3 +118,12 @@ def test_from_dict_rejects_unknown_fields_and_lists_kinds():
     with pytest.raises(ValueError, match="unknown layer map field"):
         LayerMap.from_dict({"kind": "uniform", "stride": 2})
     assert LAYER_MAP_KINDS == ("uniform", "last", "every_other", "explicit")
+
+
+def test_parse_layer_map_reads_kinds_and_lists():
+    from compress.distill.layer_maps import parse_layer_map
+
+    assert parse_layer_map("uniform") == LayerMap("uniform")
+    assert parse_layer_map("2, 4,6") == LayerMap.explicit([2, 4, 6])
+    with pytest.raises(ValueError, match="layer map kind"):
+        parse_layer_map("sideways")

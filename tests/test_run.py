@@ -87,6 +87,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("distilbert", "--layers", "5"), "between 1 and the teacher's 2"),
         (("tinybert",), "no wider and no deeper than its teacher"),
         (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),
+        (("distilbert", "--layer-map", "1,2,3"), "invalid layer map"),
     ],
 )
 def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):

@@ -21,6 +21,9 @@ def run(
     batch_size: int = typer.Option(32, help="Training batch size."),
     lr: float | None = typer.Option(None, help="Learning rate of every stage (default: the method's)."),
     seed: int = typer.Option(13, help="Seed: same seed, same metrics."),
+    layer_map: str | None = typer.Option(
+        None, help="Student-teacher layer pairing: uniform, last, every_other, or teacher layers like 2,4,6."),
+    patience: int | None = typer.Option(None, help="Stop a stage after this many epochs without a better dev score."),
     out: str | None = typer.Option(None, help="Run directory (default: runs/METHOD-DATASET-TIME)."),
     overwrite: bool = typer.Option(False, help="Replace an existing --out directory."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
@@ -59,7 +62,8 @@ def run(
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
-        lr=lr, batch_size=batch_size, seed=seed, device=device, out=out, overwrite=overwrite,
+        lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
+        overwrite=overwrite,
         teacher_finetune=replace(ft, train=ft_train),
     )
     result = run_method(config, show_progress=not as_json)

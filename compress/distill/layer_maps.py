@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LAYER_MAP_KINDS", "LayerMap", "teacher_blocks", "teacher_layers"]
+__all__ = ["LAYER_MAP_KINDS", "LayerMap", "parse_layer_map", "teacher_blocks", "teacher_layers"]
 
 LAYER_MAP_KINDS: tuple[str, ...] = ("uniform", "last", "every_other", "explicit")
 
@@ -86,6 +86,15 @@ class LayerMap:
         if isinstance(layers, list):
             layers = tuple(layers)
         return cls(kind=data.get("kind", "uniform"), layers=layers)
+
+
+def parse_layer_map(text: str) -> LayerMap:
+    """A layer map from its command-line form: a kind (``uniform``, ``last``, ``every_other``) or
+    a comma-separated list of teacher layers (``2,4,6``: student layer m <- teacher layer list[m-1])."""
+    text = text.strip()
+    if text and all(part.strip().isdigit() for part in text.split(",")):
+        return LayerMap.explicit([int(part) for part in text.split(",")])
+    return LayerMap(kind=text)
 
 
 def teacher_layers(layer_map: LayerMap, student_layers: int, teacher_layers: int) -> list[int]:
