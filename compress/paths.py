@@ -16,6 +16,17 @@ def cache_dir() -> Path:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "compress"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def as_ordinary_file(path: Path) -> None:
+    """Give ``path`` the permissions of a file created with open() (safetensors writes 0600)."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
 @contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces ``target`` in one rename.
@@ -26,6 +37,7 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
     try:
         yield tmp
         if target.exists():
@@ -41,6 +53,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    as_ordinary_file(Path(tmp))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

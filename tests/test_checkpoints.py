@@ -170,3 +170,15 @@ def test_unreachable_hub_id_fails_with_one_sentence_naming_the_alternatives(tmp_
         resolve_teacher_dir("google-bert/bert-base-uncased")
     message = str(err.value)
     assert "minilm" in message and "local checkpoint directory" in message and "\n" not in message
+
+
+def test_export_has_ordinary_permissions(tmp_path):
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        save_encoder(_randomized(tiny_config()), tmp_path / "out")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "out" / "model.safetensors").stat().st_mode & 0o777 == 0o644

@@ -100,7 +100,9 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
         evaluate_fn=held_out_loss, show_progress=show_progress,
     )
     record = {"teacher": teacher, "corpus": config.corpus, "passages": len(train), "config": asdict(config),
-              "held_out_loss": result.best_dev, "seconds": round(result.seconds, 1)}
+              "held_out_loss": result.best_dev, "history": [{"epoch": h["epoch"], "loss": h["loss"]}
+                                                            for h in result.history],
+              "seconds": round(result.seconds, 1)}
     with atomic_dir(target) as tmp:
         save_encoder(student.cpu(), tmp / "student")
         (tmp / "record.json").write_text(json.dumps(record, indent=2))

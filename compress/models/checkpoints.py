@@ -34,7 +34,7 @@ from compress.models.hf_convert import (
     normalize_hf_keys,
     to_hf_state_dict,
 )
-from compress.paths import atomic_dir
+from compress.paths import as_ordinary_file, atomic_dir
 
 COMPRESS_CONFIG = "compress_config.json"
 FORMAT_VERSION = 1
@@ -167,6 +167,7 @@ def save_encoder(
         else:
             save_file(to_hf_state_dict(state, config), tmp / "model.safetensors", metadata={"format": "pt"})
             (tmp / "config.json").write_text(json.dumps(hf_config(config, label_names), indent=2))
+        as_ordinary_file(tmp / "model.safetensors")
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
     return layout
