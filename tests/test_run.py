@@ -11,7 +11,8 @@ from transformers import AutoModelForSequenceClassification
 from compress.models.checkpoints import load_encoder
 from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 
-COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "8", "--teacher-lr", "3e-3")
+COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
+          "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8")
 METHOD_FLAGS = {
     "albert": ("--embedding-size", "16", "--no-dropout"),
     "distilbert": (),
@@ -66,7 +67,8 @@ def test_run_writes_a_complete_run_directory(tiny, method):
 
 
 def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
-    out, done = _run(tiny, "distilbert", "--epochs", "1", "--lr", "1e-12")  # lr ~ 0: weights stay as built
+    out, done = _run(tiny, "distilbert", "--epochs", "1", "--lr", "1e-12",  # lr ~ 0: weights stay as built
+                     out=tiny["root"] / "run-distilbert-init")
     assert done.returncode == 0, done.stderr
     teacher_dir = json.loads((out / "config.json").read_text())["teacher_dir"]
     teacher = load_encoder(teacher_dir).model

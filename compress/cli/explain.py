@@ -30,7 +30,7 @@ def _side_by_side(data: dict[str, Any]) -> Table:
         if t or s:
             table.add_row(label, f"{t:,}", f"{s:,}", f"{s / t:.3f}" if t else "new")
     table.add_section()
-    rows = [("parameters (embeddings + encoder + pooler)", "params", f"{{:,}}"),
+    rows = [("parameters (embeddings + encoder + pooler)", "params", "{:,}"),
             (f"FLOPs per sequence of {data['seq_len']} tokens", "flops", "{:,}"),
             ("size in bytes", "size_bytes", "{:,}")]
     for label, key, fmt in rows:

@@ -29,6 +29,7 @@ def run(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
     teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
+    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
     embedding_size: int | None = typer.Option(None, help="albert: embedding size E (default 128)."),
     sharing: str | None = typer.Option(None, help="albert: all, attention, ffn or none (default all)."),
     groups: int | None = typer.Option(None, help="albert: number of layer groups G (default 1)."),
@@ -58,7 +59,8 @@ def run(
              "augment_copies": augment}
     options = {k: v for k, v in given.items() if v is not None}
     ft = FinetuneConfig()
-    ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr)
+    ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr,
+                       batch_size=teacher_batch_size or ft.train.batch_size)
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,

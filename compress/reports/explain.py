@@ -193,8 +193,11 @@ def explain(method: str, teacher: str, seq_len: int = DEFAULT_SEQ_LEN) -> dict[s
     if seq_len <= 0:
         raise CompressError(f"--seq-len must be a positive integer, got {seq_len}.")
     config = teacher_config(teacher)
-    if method == "all":
-        return {"teacher": teacher, "seq_len": seq_len,
-                "methods": {m: _EXPLAINERS[m](teacher, config, seq_len) for m in METHODS}}
-    return {"seq_len": seq_len, **_EXPLAINERS[method](teacher, config, seq_len)}
+    try:
+        if method == "all":
+            return {"teacher": teacher, "seq_len": seq_len,
+                    "methods": {m: _EXPLAINERS[m](teacher, config, seq_len) for m in METHODS}}
+        return {"seq_len": seq_len, **_EXPLAINERS[method](teacher, config, seq_len)}
+    except ValueError as e:  # the default student does not fit this teacher (e.g. TinyBERT-4 on a narrow one)
+        raise CompressError(f"cannot explain {method} for {teacher}: {e}") from None
 
