@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from compress.errors import CompressError
-from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
+from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
