@@ -169,14 +169,7 @@ def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerp
                                seed=config.seed + epoch)
 
     def dev_loss() -> dict[str, float]:
-        student.eval()
-        total, count = 0.0, 0
-        with torch.no_grad():
-            for batch in data.dataloader("dev", batch_size=128):
-                batch = {k: v.to(device) for k, v in batch.items()}
-                loss, _ = objective(student, batch)
-                total, count = total + float(loss) * len(batch["input_ids"]), count + len(batch["input_ids"])
-        return {"loss": total / max(1, count)}
+        return objective.mean_loss(student, data.dataloader("dev", batch_size=128), device)
 
     result = train_stage(
         student, objective, train_batches, lambda: data.dataloader("dev", batch_size=128), train_config,

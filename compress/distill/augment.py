@@ -38,15 +38,20 @@ Choices (where the paper leaves room or needs something we do not have):
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
+
+from compress.data.batching import tokenize_dataset
+from compress.teachers.registry import load_tokenizer
 
 __all__ = [
     "AugmentConfig",
@@ -454,17 +459,10 @@ def mlm_candidates_from_checkpoint(
 def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: AugmentConfig) -> Any:
     """``data`` (a :class:`~compress.data.batching.TokenizedTask`) with its train split replaced by
     the augmented, tokenized train split of ``task``; the cache key changes with the augmentation."""
-    import dataclasses
-    import hashlib
-    import json
-
-    from compress.data.batching import tokenize_dataset
-    from compress.teachers.registry import load_tokenizer
-
     tokenizer = load_tokenizer(str(teacher_dir))
     neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
     mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
     rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm)
     train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
     key = hashlib.sha256(f"{data.cache_key}|{json.dumps(config.to_dict(), sort_keys=True)}".encode()).hexdigest()[:20]
-    return dataclasses.replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)
+    return replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
-import torch
 
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
 from compress.data.corpus import load_corpus
@@ -82,13 +81,7 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
     objective = DistillationObjective(stage, pretrained, student, LayerMap("uniform")).to(torch_device)
 
     def held_out_loss() -> dict[str, float]:
-        student.eval()
-        total = 0.0
-        with torch.no_grad():
-            for batch in make_dataloader(held_out, collator, batch_size=128):
-                batch = {k: v.to(torch_device) for k, v in batch.items()}
-                total += float(objective(student, batch)[0]) * len(batch["input_ids"])
-        return {"loss": total / max(1, len(held_out))}
+        return objective.mean_loss(student, make_dataloader(held_out, collator, batch_size=128), torch_device)
 
     result = train_stage(
         student, objective,

@@ -9,6 +9,7 @@ trained with the student.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from torch import nn
 from compress.distill.layer_maps import LayerMap, teacher_layers
 from compress.distill.losses import LOSSES, make_projection
 from compress.distill.recipe import LossTerm, Stage
-from compress.distill.training import Batch, model_inputs
+from compress.distill.training import Batch, model_inputs, to_device
 from compress.errors import CompressError
 from compress.models.encoder import Encoder, EncoderOutput
 
@@ -68,6 +69,17 @@ class DistillationObjective(nn.Module):
             t_maps = getattr(teacher, reads)
             pairs = [(s_maps[m - 1], t_maps[g - 1]) for m, g in enumerate(self.hidden_map) if m]
         return pairs[-1:] if term.layers == "last" else pairs
+
+    @torch.no_grad()
+    def mean_loss(self, student: Encoder, batches: Iterable[Batch], device: torch.device) -> dict[str, float]:
+        """The objective averaged over examples of ``batches`` (a stage's dev score when it has no classifier)."""
+        student.eval()
+        total, count = 0.0, 0
+        for batch in batches:
+            batch = to_device(batch, device)
+            total += float(self(student, batch)[0]) * len(batch["input_ids"])
+            count += len(batch["input_ids"])
+        return {"loss": total / max(1, count)}
 
     def forward(self, student: Encoder, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         out = student(**model_inputs(batch), output_hidden_states=self.needs_hidden,

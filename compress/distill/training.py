@@ -85,7 +85,7 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % 2**32)
 
 
-def _to(batch: Batch, device: torch.device) -> Batch:
+def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device) for k, v in batch.items()}
 
 
@@ -100,7 +100,7 @@ def predict(model: Encoder, batches: Iterable[Batch], device: torch.device) -> t
     model.eval()
     logits, labels = [], []
     for batch in batches:
-        batch = _to(batch, device)
+        batch = to_device(batch, device)
         logits.append(model(**model_inputs(batch)).logits.float().cpu())
         labels.append(batch["labels"].cpu())
     return torch.cat(logits), torch.cat(labels)
@@ -201,7 +201,7 @@ def train_stage(
             model.train()
             seen, epoch_start = 0, time.perf_counter()
             for batch in train_batches(epoch):
-                batch = _to(batch, device)
+                batch = to_device(batch, device)
                 loss, parts = loss_fn(model, batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -92,19 +92,29 @@ def is_checkpoint_dir(path: Path) -> bool:
     return path.is_dir() and ((path / "config.json").is_file() or (path / COMPRESS_CONFIG).is_file())
 
 
-def read_config(directory: Path, num_labels: int | None = None) -> tuple[EncoderConfig, str]:
-    """The encoder config of a checkpoint directory and its format, without reading weights."""
-    directory = Path(directory)
+def _metadata(directory: Path) -> tuple[dict[str, Any], str]:
+    """The config file's contents of a checkpoint directory and its format (compress, bert, albert)."""
     ours = directory / COMPRESS_CONFIG
     if ours.is_file():
-        meta = json.loads(ours.read_text())
-        config = EncoderConfig.from_dict(meta["encoder"])
-        return (config.replace(num_labels=num_labels) if num_labels else config), "compress"
+        return json.loads(ours.read_text()), "compress"
     hf_file = directory / "config.json"
     if not hf_file.is_file():
         raise CompressError(f"{directory} has no config.json; point to a BERT or ALBERT checkpoint directory.")
     hf = json.loads(hf_file.read_text())
-    return config_from_hf(hf, num_labels), hf["model_type"]
+    return hf, hf.get("model_type", "")
+
+
+def _config(meta: dict[str, Any], source: str, num_labels: int | None) -> EncoderConfig:
+    if source != "compress":
+        return config_from_hf(meta, num_labels)
+    config = EncoderConfig.from_dict(meta["encoder"])
+    return config.replace(num_labels=num_labels) if num_labels else config
+
+
+def read_config(directory: Path, num_labels: int | None = None) -> tuple[EncoderConfig, str]:
+    """The encoder config of a checkpoint directory and its format, without reading weights."""
+    meta, source = _metadata(Path(directory))
+    return _config(meta, source, num_labels), source
 
 
 def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncoder:
@@ -115,10 +125,10 @@ def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncode
     A checkpoint whose classifier has another size keeps its own.
     """
     directory = Path(directory)
-    config, source = read_config(directory)
+    meta, source = _metadata(directory)
+    config = _config(meta, source, None)
     weights = read_weights(directory)
     if source == "compress":
-        meta = json.loads((directory / COMPRESS_CONFIG).read_text())
         model = Encoder(config)
         model.load_state_dict(weights)
         return LoadedEncoder(model.eval(), source, [], meta.get("label_names"))
@@ -138,8 +148,8 @@ def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncode
             "is it a complete BERT or ALBERT checkpoint?"
         )
     model.load_state_dict(state, strict=False)
-    hf = json.loads((directory / "config.json").read_text())
-    labels = [hf["id2label"][k] for k in sorted(hf["id2label"], key=int)] if classifier is not None and hf.get("id2label") else None
+    id2label = meta.get("id2label") if classifier is not None else None
+    labels = [id2label[k] for k in sorted(id2label, key=int)] if id2label else None
     return LoadedEncoder(model.eval(), source, missing, labels)
 
 
