@@ -1,0 +1,36 @@
+"""The inputs speed is measured on: real examples of the task at a fixed length taken from the data."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compress.data.batching import TokenizedTask
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def speed_seq_len(data: TokenizedTask, percentile: float = 95.0, split: str = "test") -> int:
+    """The ``percentile`` of the split's token lengths (after truncation): the length a typical request has."""
+    lengths = [len(ids) for ids in data.splits[split]["input_ids"]]
+    return max(2, int(np.ceil(np.percentile(lengths, percentile))))
+
+
+def speed_batch(data: TokenizedTask, batch_size: int, seq_len: int, split: str = "test") -> dict[str, np.ndarray]:
+    """``batch_size`` real examples of ``split``, each padded or cut to exactly ``seq_len`` tokens.
+
+    Every example is as long as ``seq_len``: the attention mask is all ones, so padding does not make
+    one backend look faster than another. The split is cycled when it has fewer examples.
+    """
+    if batch_size < 1 or seq_len < 2:
+        raise ValueError("batch_size must be >= 1 and seq_len >= 2")
+    split_data = data.splits[split]
+    batch = {name: np.zeros((batch_size, seq_len), dtype=np.int64) for name in INPUT_NAMES}
+    pad = data.collator.pad_token_id
+    for row in range(batch_size):
+        example = split_data[row % len(split_data)]
+        ids = list(example["input_ids"])
+        # Fill a short example by repeating its tokens (a real, non-padding sequence of the right length).
+        ids = (ids * (seq_len // len(ids) + 1))[:seq_len] if ids else [pad] * seq_len
+        batch["input_ids"][row] = ids
+        batch["attention_mask"][row] = 1
+    return batch

@@ -1,0 +1,119 @@
+"""Measurement helpers: latency, memory growth and the machine manifest."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from compress.bench import (
+    Timing, cpu_features, default_threads, fixed_threads, git_commit, git_dirty, manifest,
+    package_versions, peak_memory_bytes, rss_bytes, time_call,
+)
+from compress.bench.machine import CPU_FEATURES
+
+MB = 1024 * 1024
+
+
+def test_time_call_counts_runs_and_never_reports_less_than_the_sleep():
+    calls = []
+
+    def sleep_2ms():
+        calls.append(None)
+        time.sleep(0.002)
+
+    timing = time_call(sleep_2ms, batch_size=8, warmup=3, repeats=10)
+    assert len(calls) == 3 + 10
+    assert timing.runs == 10
+    assert timing.batch_size == 8
+    assert timing.p50_ms >= 2.0  # sleep waits at least as long as asked; no upper bound on a busy machine
+    assert timing.p90_ms >= timing.p50_ms
+    assert timing.mean_ms >= 2.0
+    assert timing.throughput == pytest.approx(8 / (timing.p50_ms / 1000))
+    assert timing.to_dict()["throughput"] == timing.throughput
+    assert json.loads(json.dumps(timing.to_dict()))["runs"] == 10
+
+
+def test_time_call_keeps_going_until_min_seconds():
+    calls = []
+    start = time.perf_counter()
+    timing = time_call(lambda: calls.append(None), batch_size=1, warmup=0, repeats=1, min_seconds=0.05)
+    assert time.perf_counter() - start >= 0.05
+    assert timing.runs == len(calls)
+    assert timing.runs > 1
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"warmup": -1}, {"repeats": 0}, {"batch_size": 0}, {"min_seconds": -0.1}],
+)
+def test_time_call_rejects_bad_arguments(kwargs):
+    args = {"batch_size": 1, **kwargs}
+    with pytest.raises(ValueError):
+        time_call(lambda: None, **args)
+
+
+def test_throughput_follows_the_median():
+    assert Timing(p50_ms=4.0, p90_ms=5.0, mean_ms=4.2, runs=3, batch_size=16).throughput == 4000.0
+
+
+def test_fixed_threads_sets_and_restores():
+    before = torch.get_num_threads()
+    wanted = 1 if before != 1 else 2
+    with fixed_threads(wanted):
+        assert torch.get_num_threads() == wanted
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), fixed_threads(wanted):
+        raise RuntimeError("restored even on error")
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError):
+        with fixed_threads(0):
+            pass
+    assert 1 <= default_threads() <= 4
+
+
+def test_peak_memory_sees_a_64mb_array_and_not_a_no_op():
+    def hold_64mb():
+        array = np.ones(64 * MB, dtype=np.uint8)  # np.ones writes every page, so it is resident
+        time.sleep(0.05)
+        return int(array[-1])
+
+    assert rss_bytes() > 0
+    assert peak_memory_bytes(hold_64mb) >= 32 * MB
+    assert peak_memory_bytes(lambda: None) < 16 * MB
+
+
+def test_peak_memory_rejects_a_non_positive_interval():
+    with pytest.raises(ValueError):
+        peak_memory_bytes(lambda: None, interval=0)
+
+
+def test_cpu_features_and_packages():
+    features = cpu_features()
+    assert set(features) == set(CPU_FEATURES)
+    assert all(isinstance(value, bool) for value in features.values())
+    versions = package_versions(("torch", "surely-not-an-installed-package"))
+    assert versions["torch"] == str(torch.__version__)
+    assert versions["surely-not-an-installed-package"] is None
+
+
+def test_manifest_is_json_and_records_the_run():
+    data = json.loads(json.dumps(manifest(threads=3, seed=7, split_fingerprint="abc")))
+    assert data["threads"] == 3
+    assert data["seed"] == 7
+    assert data["split_fingerprint"] == "abc"
+    assert data["packages"]["torch"]
+    assert set(data["cpu"]["features"]) == set(CPU_FEATURES)
+    assert data["created"].endswith("+00:00")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_git_commit_in_this_checkout(tmp_path):
+    assert re.fullmatch(r"[0-9a-f]{40}", git_commit() or "")
+    assert isinstance(git_dirty(), bool)
+    assert git_commit(tmp_path) is None  # a fresh temporary directory is not a checkout
+    assert git_dirty(tmp_path) is None
