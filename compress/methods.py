@@ -15,6 +15,7 @@ from compress.distill.recipes import albert_recipe, distilbert_recipe, tinybert_
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
+from compress.quantize.artefacts import QUANT_METHODS
 from compress.students.albert import AlbertOptions, albert_config, build_albert
 from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
 from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
@@ -54,7 +55,8 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise CompressError(f"unknown method {name!r}; known: {', '.join(METHODS)}.") from None
+        known = ", ".join([*METHODS, *QUANT_METHODS])
+        raise CompressError(f"unknown method {name!r}; known: {known}.") from None
 
 
 def method_options(method: Method, values: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,40 +36,11 @@ from compress.methods import get_method, method_options
 from compress.models.checkpoints import save_encoder
 from compress.paths import atomic_dir
 from compress.reports.run_record import run_metrics, write_report
-from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, resolve_teacher_dir, teacher_config
-
-
-@dataclass
-class RunConfig:
-    """One `compress run`: method, teacher, data and training settings.
-
-    ``epochs``, ``lr`` and ``layer_map`` override the method's recipe when set.
-    """
-
-    method: str
-    teacher: str = DEFAULT_TEACHER
-    dataset: str = "mr"
-    text_column: str | None = None
-    text_pair_column: str | None = None
-    label_column: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    epochs: int | None = None
-    lr: float | None = None
-    layer_map: str | None = None      # overrides the recipe's: uniform, last, every_other or "2,4,6"
-    patience: int | None = None       # early stopping: epochs without a better dev score
-    batch_size: int = 32
-    seed: int = 13
-    device: str = "auto"
-    teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
-    out: str | None = None
-    overwrite: bool = False
-
-
-@dataclass
-class RunResult:
-    directory: Path
-    metrics: dict[str, Any]
+from compress.quantize.artefacts import QUANT_METHODS
+from compress.quantize.run import quantize_run
+from compress.run_config import RunConfig, RunResult, out_dir
+from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
 
 
 def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
@@ -78,24 +49,27 @@ def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
     return replace(method_recipe, stages=stages, layer_map=layer_map)
 
 
-def _out_dir(config: RunConfig, dataset_name: str) -> Path:
-    if config.out:
-        out = Path(config.out)
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"{config.method}-{Path(dataset_name).stem}-{stamp}"
-    if out.exists() and any(out.iterdir()) and not config.overwrite:
-        raise CompressError(f"{out} already exists and is not empty; choose another --out or pass --overwrite.")
-    return out
-
-
 def _stage_config(stage: Stage, config: RunConfig) -> TrainConfig:
     return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=config.batch_size, seed=config.seed,
                        patience=config.patience, metric="loss" if stage.select_on == "loss" else "accuracy")
 
 
 def run(config: RunConfig, show_progress: bool = True) -> RunResult:
-    """Carry out one run; every check that can fail on bad input happens before any training."""
+    """Carry out one run (and the quantization it chains with ``then``)."""
+    if config.method in QUANT_METHODS:
+        return quantize_run(config, show_progress)
+    if config.then is not None and config.then not in QUANT_METHODS:
+        raise CompressError(f"--then takes a quantization method ({', '.join(QUANT_METHODS)}), not {config.then!r}.")
+    result = distillation_run(config, show_progress)
+    if config.then:
+        chained = replace(config, method=config.then, target=str(result.directory), then=None, options={},
+                          epochs=None, lr=None, layer_map=None, out=f"{result.directory}-{config.then}")
+        result.chained = quantize_run(chained, show_progress)
+    return result
+
+
+def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult:
+    """Train one student; every check that can fail on bad input happens before any training."""
     method = get_method(config.method)
     options = method_options(method, config.options)
     if config.batch_size <= 0 or (config.epochs is not None and config.epochs <= 0):
@@ -113,7 +87,7 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
-    out = _out_dir(config, task.name)
+    out = out_dir(config, task.name)
     device = resolve_device(config.device)
 
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,

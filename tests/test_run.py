@@ -90,6 +90,11 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("tinybert",), "no wider and no deeper than its teacher"),
         (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),
         (("distilbert", "--layer-map", "1,2,3"), "invalid layer map"),
+        (("distilbert", "--then", "albert"), "--then takes a quantization method"),
+        (("bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
+        (("int8", "--backend", "tvm"), "unknown backend 'tvm'"),
+        (("int8", "--sharing", "all"), "int8 trains nothing"),
+        (("int8", "--target", "no/such/run"), "--target must be 'teacher' or a run directory"),
     ],
 )
 def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):
@@ -109,3 +114,39 @@ def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "minilm" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
+    out, done = _run(tiny, "distilbert", "--then", "int8", "--threads", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    chained = out.parent / f"{out.name}-int8"
+    assert printed["chained"]["directory"] == str(chained)
+    assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "report.md"}
+
+    parent = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((chained / "metrics.json").read_text())
+    config = json.loads((chained / "config.json").read_text())
+    assert config["parent"] == str(out) and metrics["source"]["parent"] == str(out)
+    assert metrics["source"]["accuracy"] == parent["student"]["accuracy"]
+    assert metrics["teacher"] == parent["teacher"]  # retention stays measured against the same teacher
+    q = metrics["quantization"]
+    assert set(q["measured"]) == {"torch", "onnxruntime"}  # auto measured both and kept the fastest
+    assert q["backend"] == min(q["measured"], key=lambda b: q["measured"][b]["latency_ms_p50"])
+    weights = chained / "model" / json.loads((chained / "model" / "quantized.json").read_text())["weights"]
+    assert metrics["student"]["size_bytes"] == weights.stat().st_size < parent["student"]["size_bytes"]
+    assert metrics["student"]["params"] == parent["student"]["params"]  # quantization keeps every parameter
+    assert q["fp32_accuracy"] == pytest.approx(parent["student"]["accuracy"])
+    assert "## Quantization" in (chained / "report.md").read_text()
+
+
+def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
+    parent, done = _run(tiny, "albert", *METHOD_FLAGS["albert"], out=tiny["root"] / "run-albert-for-onnx")
+    assert done.returncode == 0, done.stderr
+    out = tiny["root"] / "run-albert-onnx"
+    done = run_cli("run", "onnx", "--target", str(parent), "--threads", "1", "--out", str(out), env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["quantization"]["max_abs_logit_diff"] < 1e-4
+    assert metrics["quantization"]["prediction_agreement"] == 1.0
+    assert (out / "model" / "model.onnx").is_file() and (out / "model" / "tokenizer.json").is_file()

@@ -7,11 +7,12 @@ import typer
 from compress.cli.common import console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.methods import METHODS
+from compress.quantize.artefacts import QUANT_METHODS
 from compress.teachers.registry import DEFAULT_TEACHER
 
 
 def run(
-    method: str = typer.Argument(..., help=f"One of {', '.join(METHODS)}."),
+    method: str = typer.Argument(..., help=f"One of {', '.join([*METHODS, *QUANT_METHODS])}."),
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
     text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
@@ -44,6 +45,12 @@ def run(
     init_from: str | None = typer.Option(None, help="tinybert: start from this student checkpoint directory."),
     augment: int | None = typer.Option(
         None, "--augment", help="tinybert: augmented copies per training sentence (paper: 20; default 0)."),
+    target: str = typer.Option(
+        "teacher", help="int8/bf16/onnx/...: what to quantize, 'teacher' or an earlier run directory."),
+    backend: str = typer.Option(
+        "auto", help="int8/bf16/onnx/...: torch, onnxruntime, or auto (measure and keep the fastest)."),
+    then: str | None = typer.Option(None, help="After a distillation run, quantize its student: int8, bf16, ..."),
+    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
 ) -> None:
     """Fine-tune (or reuse) the teacher, train the METHOD student, evaluate both, write a run directory."""
@@ -65,18 +72,33 @@ def run(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
-        overwrite=overwrite,
+        overwrite=overwrite, target=target, backend=backend, then=then, threads=threads,
         teacher_finetune=replace(ft, train=ft_train),
     )
     result = run_method(config, show_progress=not as_json)
-    m = result.metrics
+    runs = [r for r in (result, result.chained) if r is not None]
     if as_json:
-        print_json({**m, "directory": str(result.directory)})
+        print_json({**result.metrics, "directory": str(result.directory),
+                    "chained": {**result.chained.metrics, "directory": str(result.chained.directory)}
+                    if result.chained else None})
         return
+    for r in runs:
+        _summary(r.metrics, r.directory)
+
+
+def _summary(m: dict, directory) -> None:
     t, s = m["teacher"], m["student"]
+    what = f"{s['dtype']} on {s['backend']}" if "quantization" in m else f"{s['params'] / 1e6:.1f}M params"
     console.print(
-        f"[bold]{m['method']}[/]: teacher {t['params'] / 1e6:.1f}M params, test accuracy {t['accuracy']:.4f}; "
-        f"student {s['params'] / 1e6:.1f}M params ({m['ratios']['params']:.2f}x fewer), test accuracy "
-        f"{s['accuracy']:.4f}; retention [bold]{m['retention']:.1%}[/]"
+        f"[bold]{m['method']}[/]: teacher {t['params'] / 1e6:.1f}M params, {t['size_bytes'] / 1e6:.1f} MB, test "
+        f"accuracy {t['accuracy']:.4f}; student {what}, {s['size_bytes'] / 1e6:.1f} MB "
+        f"({m['ratios']['size_bytes']:.2f}x smaller), test accuracy {s['accuracy']:.4f}; "
+        f"retention [bold]{m['retention']:.1%}[/]"
     )
-    console.print(f"run directory: {result.directory} (report.md, metrics.json, student/)")
+    if "quantization" in m:
+        q = m["quantization"]
+        chosen = q["measured"][q["backend"]]
+        console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q['fp32_speed']['latency_ms_p50']:.1f}"
+                      f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
+                      f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32")
+    console.print(f"run directory: {directory} (report.md, metrics.json)")

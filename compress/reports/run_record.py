@@ -37,6 +37,19 @@ WHY = {
                   "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.",
     "tinybert": "A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
                 "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).",
+    "int8": "Quantization cuts bytes and time, not parameters: every weight is still there, stored in 8 bits "
+            "instead of 32 ({size:.2f}x fewer bytes than the teacher), and int8 matrix products run on the "
+            "CPU's integer units (VNNI/AMX). Activations are quantized on the fly, batch by batch.",
+    "static-int8": "Quantization cuts bytes and time, not parameters: weights and activations are int8, and the "
+                   "activation ranges were fixed in advance on training examples, so no range is computed at run "
+                   "time ({size:.2f}x fewer bytes than the teacher). Fixed ranges clip outliers, which can cost accuracy.",
+    "bf16": "Half precision cuts bytes and time, not parameters: every tensor keeps its shape in 16 bits "
+            "({size:.2f}x fewer bytes than the teacher); bf16 keeps fp32's exponent range, so nothing overflows, "
+            "and it is fast only where the CPU has bf16 units (AVX512-BF16, AMX).",
+    "fp16": "Half precision cuts bytes and time, not parameters: every tensor in 16 bits ({size:.2f}x fewer bytes "
+            "than the teacher); fast only where the CPU has fp16 units (AVX512-FP16, AMX-FP16).",
+    "onnx": "Exporting changes no weight: the same fp32 model ({params:.2f}x the teacher's parameters) run by ONNX "
+            "Runtime, whose fused kernels and graph optimizations can make the same arithmetic faster.",
 }
 
 
@@ -45,7 +58,7 @@ def weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("*.safetensors"))
 
 
-def _model_entry(model: Encoder, test: Metrics, seq_len: int, size: int) -> dict[str, Any]:
+def model_entry(model: Encoder, test: Metrics, seq_len: int, size: int) -> dict[str, Any]:
     count = count_parameters(model)
     return {
         "params": count.backbone, "classifier_params": count.classifier,
@@ -58,9 +71,9 @@ def run_metrics(*, method: str, teacher: Encoder, student: Encoder, teacher_test
                 seq_len: int, teacher_record: dict[str, Any], teacher_dir: Path, student_dir: Path, layout: str,
                 stages: list[dict[str, Any]], task: TaskData, seconds: float) -> dict[str, Any]:
     """The metrics.json of a run (see the module docstring for the schema)."""
-    t = _model_entry(teacher, teacher_test, seq_len, weights_bytes(teacher_dir))
+    t = model_entry(teacher, teacher_test, seq_len, weights_bytes(teacher_dir))
     t["dev_accuracy"] = (teacher_record.get("dev") or {}).get("accuracy")
-    s = _model_entry(student, student_test, seq_len, weights_bytes(student_dir))
+    s = model_entry(student, student_test, seq_len, weights_bytes(student_dir))
     s |= {"layout": layout, "config": student.config.to_dict()}
     return {
         "schema_version": SCHEMA_VERSION, "method": method, "seconds": round(seconds, 1), "seq_len": seq_len,
@@ -80,9 +93,9 @@ def _row(*cells: str) -> str:
 def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) -> None:
     """report.md: the side-by-side table, the stages, the recipe, and why the method saves what it saves."""
     t, s = metrics["teacher"], metrics["student"]
-    run = config["run"]
+    teacher_name = config.get("teacher") or config["run"]["teacher"]
     lines = [
-        f"# {metrics['method']}: {run['teacher']} -> student on {metrics['dataset']['name']}",
+        f"# {metrics['method']}: {teacher_name} -> student on {metrics['dataset']['name']}",
         "",
         f"Test split: {metrics['dataset']['sizes']['test']} examples (split fingerprint "
         f"`{metrics['dataset']['fingerprint']}`); FLOPs per sequence of {metrics['seq_len']} tokens.",
@@ -106,16 +119,53 @@ def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) ->
         *(_row(label, f"{t['params_by_component'][k]:,}", f"{s['params_by_component'][k]:,}")
           for k, label in COMPONENTS.items()),
         "",
-        "## Training",
-        "",
     ]
+    lines += _quantization_lines(metrics) if "quantization" in metrics else _training_lines(metrics, config)
+    lines += ["", "## Why it saves what it saves", ""]
+    ratios = metrics["ratios"]
+    lines.append(WHY[metrics["method"]].format(params=ratios["params"], flops=ratios["flops"],
+                                               size=ratios["size_bytes"]))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _training_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    lines = ["## Training", ""]
     for stage, spec in zip(metrics["stages"], config["recipe"]["stages"]):
         terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
                            for term in spec["terms"])
         lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
                      f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s).")
-    lines += ["", f"Student saved in `student/` ({s['layout']} layout).", "", "## Why it saves what it saves", ""]
-    ratios = metrics["ratios"]
-    lines.append(WHY[metrics["method"]].format(params=ratios["params"], flops=ratios["flops"],
-                                               size=ratios["size_bytes"]))
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    lines += ["", f"Student saved in `student/` ({metrics['student']['layout']} layout)."]
+    return lines
+
+
+def _quantization_lines(metrics: dict[str, Any]) -> list[str]:
+    q, source = metrics["quantization"], metrics["source"]
+    found = [name for name, present in q["cpu"]["features"].items() if present]
+    lines = [
+        "## Quantization",
+        "",
+        f"Quantized: the {'fine-tuned teacher' if source['kind'] == 'teacher' else 'student of ' + str(source['parent'])}"
+        f" (fp32 test accuracy {q['fp32_accuracy']:.4f}). Backend **{q['backend']}**, {q['dtype']} "
+        f"({q['chosen_by']}); test accuracy changes by {-q['accuracy_drop_points']:+.2f} points, the model agrees "
+        f"with fp32 on {q['prediction_agreement']:.1%} of test predictions, and its logits differ by at most "
+        f"{q['max_abs_logit_diff']:.2e}.",
+        "",
+        f"CPU: {q['cpu']['model']} (features: {', '.join(found) or 'none of note'}; torch uses "
+        f"{q['cpu']['torch_capability']}).",
+        "",
+        f"Speed at sequence length {q['fp32_speed']['seq_len']}, {q['fp32_speed']['threads']} threads (median of "
+        f"{q['fp32_speed']['config']['repeats']} calls at batch 1, {q['fp32_speed']['config']['batch_repeats']} at "
+        f"batch {q['fp32_speed']['config']['batch_size']}):",
+        "",
+        "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    base = q["fp32_speed"]
+    for name, m in [("fp32 (torch)", base), *((f"{q['dtype']} ({b})", m) for b, m in q["measured"].items())]:
+        lines.append(_row(name, f"{m['latency_ms_p50']:.2f}", f"{base['latency_ms_p50'] / m['latency_ms_p50']:.2f}x",
+                          f"{m['throughput']:.0f}", f"{m['throughput'] / base['throughput']:.2f}x"))
+    if q.get("note"):
+        lines += ["", f"Note: {q['note']}"]
+    lines += ["", f"Quantized model saved in `model/` ({metrics['student']['layout']})."]
+    return lines

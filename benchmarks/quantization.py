@@ -1,0 +1,128 @@
+"""Time PyTorch fp32 against every quantization backend on the same model and inputs, in one run.
+
+    python benchmarks/quantization.py                      # the fine-tuned minilm teacher on MR
+    python benchmarks/quantization.py --run runs/distilbert-mr-...   # the student of a run
+    python benchmarks/quantization.py --threads 2 --seq-len 64 --repeats 50
+
+Every backend is written to disk and loaded back (what is timed is what would be deployed), then
+timed on the same real MR inputs cut to ``--seq-len`` tokens: warm-up calls first, then the median
+of ``--repeats`` calls at each batch size, with the thread count fixed. Models are timed one after
+another in one process, round by round (each round times every model once per batch size), so a
+slow spell of a noisy machine falls on all of them alike. Ratios are fp32 time / backend time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from time import perf_counter
+
+import numpy as np
+
+from compress.bench.inputs import speed_batch
+from compress.bench.machine import cpu_features, cpu_model
+from compress.bench.timing import fixed_threads
+from compress.data.batching import tokenize_task
+from compress.data.load import load_task
+from compress.models.checkpoints import load_encoder
+from compress.quantize.artefacts import QUANT_METHODS, load_artefact, unavailable, write_artefact
+from compress.quantize.predictors import Predictor, TorchPredictor
+from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.registry import load_tokenizer
+
+# (method, backend) pairs timed against PyTorch fp32.
+VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("onnx", "onnxruntime"),
+            ("int8", "onnxruntime"), ("static-int8", "onnxruntime")]
+
+
+def _source(args: argparse.Namespace):
+    if args.run:
+        run = Path(args.run)
+        config = json.loads((run / "config.json").read_text())
+        task = load_task(config["run"]["dataset"])
+        data = tokenize_task(task, load_tokenizer(str(run / "student")), max_length=config["max_length"])
+        return load_encoder(run / "student").model, data, f"student of {run}"
+    task = load_task(args.dataset)
+    finetuned = finetune_teacher(args.teacher, task)
+    return finetuned.load().model, tokenized_for(finetuned, task), f"fine-tuned {args.teacher} on {args.dataset}"
+
+
+def _variants(model, data, directory: Path, threads: int, skip_slow: bool) -> dict[str, Predictor]:
+    features = cpu_features()
+    predictors: dict[str, Predictor] = {"fp32 torch": TorchPredictor(model)}
+    calibration = [{k: v.numpy() for k, v in b.items() if k != "labels"}
+                   for _, b in zip(range(8), data.dataloader("train", batch_size=32, seed=0))]
+    for method, backend in VARIANTS:
+        name = f"{QUANT_METHODS[method].dtype} {backend}" + (" static" if method == "static-int8" else "")
+        reason = unavailable(backend)
+        if method == "fp16" and not (features.get("avx512_fp16") or features.get("amx_fp16")) and skip_slow:
+            reason = "no fp16 units on this CPU (AVX512-FP16 / AMX-FP16); pass --all to time it anyway"
+        if reason:
+            print(f"skipped {name}: {reason}", file=sys.stderr)
+            continue
+        target = directory / f"{method}-{backend}"
+        target.mkdir()
+        write_artefact(QUANT_METHODS[method], backend, model, target, calibration=calibration)
+        predictors[name] = load_artefact(target, threads)
+    return predictors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--teacher", default="minilm")
+    parser.add_argument("--dataset", default="mr")
+    parser.add_argument("--run", help="time the student of this run directory instead of the teacher")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--batch-sizes", default="1,32")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--all", action="store_true", help="also time fp16 on CPUs without fp16 units")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    if args.repeats < 30:
+        parser.error("--repeats must be at least 30 (medians of fewer calls are too noisy to compare)")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+
+    model, data, what = _source(args)
+    inputs = {b: speed_batch(data, b, args.seq_len) for b in batch_sizes}
+    with tempfile.TemporaryDirectory() as tmp, fixed_threads(args.threads):
+        predictors = _variants(model, data, Path(tmp), args.threads, skip_slow=not args.all)
+        for predictor in predictors.values():       # warm-up: first calls allocate and pick kernels
+            for batch in inputs.values():
+                for _ in range(args.warmup):
+                    predictor(batch)
+        times = {name: {b: [] for b in batch_sizes} for name in predictors}
+        for _ in range(args.repeats):              # rounds: every model once per batch size
+            for name, predictor in predictors.items():
+                for b, batch in inputs.items():
+                    start = perf_counter()
+                    predictor(batch)
+                    times[name][b].append(perf_counter() - start)
+
+    medians = {name: {b: 1000 * float(np.median(t)) for b, t in per.items()} for name, per in times.items()}
+    base = medians["fp32 torch"]
+    print(f"{what}; CPU {cpu_model()}; {args.threads} threads; sequence length {args.seq_len}; "
+          f"median of {args.repeats} calls after {args.warmup} warm-up calls")
+    header = "".join(f"{f'batch {b} (ms)':>16}{'speed-up':>10}" for b in batch_sizes)
+    print(f"{'backend':<22}{header}")
+    for name, per in medians.items():
+        cells = "".join(f"{per[b]:>16.2f}{base[b] / per[b]:>9.2f}x" for b in batch_sizes)
+        print(f"{name:<22}{cells}")
+    for b in batch_sizes:
+        best = min((n for n in medians if n != "fp32 torch"), key=lambda n: medians[n][b])
+        best_int8 = min((n for n in medians if n.startswith("int8")), key=lambda n: medians[n][b], default=None)
+        line = f"batch {b}: best backend {best} {base[b] / medians[best][b]:.2f}x"
+        if best_int8:
+            line += f"; best int8 {best_int8} {base[b] / medians[best_int8][b]:.2f}x"
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": what, "threads": args.threads, "seq_len": args.seq_len,
+                                               "repeats": args.repeats, "median_ms": medians}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

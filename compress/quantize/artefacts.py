@@ -1,0 +1,140 @@
+"""Quantization methods, their backends, and the artefact each writes: one directory, loadable as a predictor.
+
+Artefact directory::
+
+    quantized.json      method, backend, dtype, the encoder config, label names, the weights file
+    model.onnx          (onnxruntime backends) or model.safetensors (torch backends)
+    tokenizer files     so the directory serves requests on its own
+
+Its size on disk is the size of the weights file, measured after writing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.paths import as_ordinary_file
+from compress.quantize import onnx_backend, torch_backend
+from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor
+
+MANIFEST = "quantized.json"
+FORMAT_VERSION = 1
+BACKENDS = ("torch", "onnxruntime")
+
+
+@dataclass(frozen=True)
+class QuantMethod:
+    name: str
+    dtype: str
+    backends: tuple[str, ...]   # in order of preference when nothing was measured
+    summary: str
+
+
+QUANT_METHODS: dict[str, QuantMethod] = {
+    m.name: m
+    for m in (
+        QuantMethod("int8", "int8", ("onnxruntime", "torch"),
+                    "post-training dynamic int8: int8 weights, activations quantized on the fly"),
+        QuantMethod("static-int8", "int8", ("onnxruntime",),
+                    "post-training static int8: int8 weights and activations, ranges calibrated on training examples"),
+        QuantMethod("bf16", "bf16", ("torch",), "every tensor in bfloat16"),
+        QuantMethod("fp16", "fp16", ("torch",), "every tensor in float16 (CPUs with AVX512-FP16 or AMX-FP16)"),
+        QuantMethod("onnx", "fp32", ("onnxruntime",), "the fp32 model exported to ONNX and run by ONNX Runtime"),
+    )
+}
+
+
+def get_quant_method(name: str) -> QuantMethod:
+    try:
+        return QUANT_METHODS[name]
+    except KeyError:
+        raise CompressError(f"unknown quantization method {name!r}; known: {', '.join(QUANT_METHODS)}.") from None
+
+
+def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
+    """The backends to build: all the method supports for ``auto``, else the one asked for (if supported)."""
+    if backend == "auto":
+        return list(method.backends)
+    if backend not in BACKENDS:
+        raise CompressError(f"unknown backend {backend!r}; choose torch, onnxruntime or auto.")
+    if backend not in method.backends:
+        raise CompressError(f"{method.name} runs on {' or '.join(method.backends)}, not {backend}.")
+    return [backend]
+
+
+def unavailable(backend: str) -> str | None:
+    """None when ``backend`` can run here, else why not (one sentence)."""
+    return onnx_backend.onnxruntime_available() if backend == "onnxruntime" else torch_backend.torch_int8_available()
+
+
+def weights_file(backend: str) -> str:
+    return "model.onnx" if backend == "onnxruntime" else torch_backend.WEIGHTS
+
+
+def write_artefact(
+    method: QuantMethod,
+    backend: str,
+    model: Encoder,
+    directory: Path,
+    *,
+    calibration: Iterable[Mapping[str, np.ndarray]] | None = None,
+    label_names: list[str] | None = None,
+) -> None:
+    """Quantize ``model`` (fp32, not modified) with ``method`` on ``backend`` into ``directory`` (it must exist)."""
+    directory = Path(directory)
+    weights = directory / weights_file(backend)
+    if backend == "onnxruntime":
+        if method.dtype == "fp32":
+            onnx_backend.export_onnx(model, weights)
+        else:
+            fp32 = directory / "fp32.onnx"
+            onnx_backend.export_onnx(model, fp32)
+            if method.name == "static-int8":
+                if calibration is None:
+                    raise ValueError("static int8 needs calibration batches")
+                onnx_backend.quantize_static_int8(fp32, weights, calibration)
+            else:
+                onnx_backend.quantize_dynamic_int8(fp32, weights)
+            fp32.unlink()
+    elif method.dtype == "int8":
+        torch_backend.save_int8(torch_backend.quantize_int8(model), weights)
+    else:
+        torch_backend.save_half(torch_backend.to_half(model, method.dtype), weights)
+    as_ordinary_file(weights)
+    manifest = {"format": "compress-quantized", "version": FORMAT_VERSION, "method": method.name,
+                "backend": backend, "dtype": method.dtype, "weights": weights.name,
+                "encoder": model.config.to_dict(), "label_names": label_names}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(directory) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise CompressError(f"{directory} holds no quantized model ({MANIFEST} is missing or unreadable).") from None
+
+
+def load_artefact(directory: Path, threads: int) -> Predictor:
+    """The predictor of an artefact directory written by :func:`write_artefact`."""
+    manifest = read_manifest(directory)
+    weights = Path(directory) / manifest["weights"]
+    if manifest["backend"] == "onnxruntime":
+        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"])
+    config = EncoderConfig.from_dict(manifest["encoder"])
+    if manifest["dtype"] == "int8":
+        return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")
+    return TorchPredictor(torch_backend.load_half(weights, config, manifest["dtype"]), dtype=manifest["dtype"])
+
+
+def artefact_bytes(directory: Path) -> int:
+    """Bytes of the artefact's weights file."""
+    return (Path(directory) / read_manifest(directory)["weights"]).stat().st_size

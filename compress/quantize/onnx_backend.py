@@ -1,0 +1,104 @@
+"""ONNX export and ONNX Runtime quantization: fp32, dynamic int8, static int8 calibrated on examples.
+
+* fp32: the encoder traced to ONNX (opset 17, batch and sequence length dynamic), logits out.
+* dynamic int8: weights of MatMul/Gather in int8 (so the embedding table shrinks too), activations
+  quantized at run time from their observed range.
+* static int8: activation scales fixed in advance from calibration batches of training examples
+  (QDQ format), so no range is computed at run time.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from compress.bench.inputs import INPUT_NAMES
+from compress.errors import CompressError
+from compress.models.encoder import Encoder
+
+OPSET = 17
+
+
+def onnxruntime_available() -> str | None:
+    """None when onnx and onnxruntime import, else why not (one sentence)."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        return f"ONNX Runtime is not installed ({e.name}); install it with `pip install onnx onnxruntime`."
+    return None
+
+
+def _require_onnxruntime() -> None:
+    reason = onnxruntime_available()
+    if reason:
+        raise CompressError(reason)
+
+
+class _Logits(nn.Module):
+    """The encoder with positional inputs and the logits as its only output, as ONNX wants it."""
+
+    def __init__(self, model: Encoder) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids, attention_mask, token_type_ids).logits
+
+
+def export_onnx(model: Encoder, path: Path) -> None:
+    """Write ``model`` (fp32, eval mode) to ``path`` as an ONNX graph with dynamic batch and length."""
+    _require_onnxruntime()
+    wrapped = _Logits(model.float().eval())
+    example = torch.ones(2, 8, dtype=torch.long)
+    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES} | {"logits": {0: "batch"}}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer notes about Python values in the graph; they are constants here
+        torch.onnx.export(wrapped, (example, example, torch.zeros_like(example)), str(path),
+                          input_names=list(INPUT_NAMES), output_names=["logits"], dynamic_axes=axes,
+                          opset_version=OPSET, dynamo=False)
+
+
+def _preprocess(source: Path) -> Path:
+    """ONNX Runtime's recommended step before quantizing: shape inference and graph optimization."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    target = source.with_name(source.stem + "-pre.onnx")
+    quant_pre_process(str(source), str(target))
+    return target
+
+
+def quantize_dynamic_int8(source: Path, target: Path) -> None:
+    """ONNX Runtime dynamic int8 of the fp32 graph at ``source``."""
+    _require_onnxruntime()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    prepared = _preprocess(source)
+    quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
+    prepared.unlink()
+
+
+def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mapping[str, np.ndarray]]) -> None:
+    """ONNX Runtime static int8 (QDQ, per-channel weights) with activation ranges from ``calibration``."""
+    _require_onnxruntime()
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter(calibration)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            batch = next(self.batches, None)
+            return None if batch is None else {k: np.asarray(batch[k], dtype=np.int64) for k in INPUT_NAMES}
+
+    prepared = _preprocess(source)
+    quantize_static(str(prepared), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    op_types_to_quantize=["MatMul", "Gather"], calibrate_method=CalibrationMethod.MinMax)
+    prepared.unlink()

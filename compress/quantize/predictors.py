@@ -1,0 +1,81 @@
+"""What every backend returns: a predictor, logits from token ids, run the same way by the evaluator and the benchmark.
+
+A predictor takes a batch of numpy ``int64`` arrays (``input_ids``, ``attention_mask``,
+``token_type_ids``, each ``[batch, length]``) and returns float32 logits ``[batch, labels]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from compress.bench.inputs import INPUT_NAMES
+from compress.distill.training import Metrics, classification_metrics
+
+
+class Predictor(Protocol):
+    backend: str   # "torch" or "onnxruntime"
+    dtype: str     # "fp32", "int8", "bf16", "fp16"
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray: ...
+
+
+@dataclass
+class TorchPredictor:
+    """A PyTorch module (our Encoder, possibly quantized or cast) run on the CPU."""
+
+    model: nn.Module
+    dtype: str = "fp32"
+    backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        self.model.eval()
+
+    @torch.inference_mode()
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        tensors = {k: torch.from_numpy(np.ascontiguousarray(inputs[k], dtype=np.int64)) for k in INPUT_NAMES}
+        return self.model(**tensors).logits.float().numpy()
+
+
+@dataclass
+class OrtPredictor:
+    """An ONNX model run by ONNX Runtime's CPU execution provider with a fixed number of threads."""
+
+    path: Path
+    threads: int
+    dtype: str = "fp32"
+    backend: str = "onnxruntime"
+    session: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self._inputs = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        feeds = {k: np.ascontiguousarray(inputs[k], dtype=np.int64) for k in self._inputs}
+        return self.session.run(["logits"], feeds)[0]
+
+
+def predict_batches(predictor: Predictor, batches: Iterable[Mapping[str, torch.Tensor]]) -> tuple[np.ndarray, np.ndarray]:
+    """Logits and gold labels of ``predictor`` over collated batches (torch tensors, as the data loaders give)."""
+    logits, labels = [], []
+    for batch in batches:
+        logits.append(predictor({k: batch[k].numpy() for k in INPUT_NAMES}))
+        labels.append(batch["labels"].numpy())
+    return np.concatenate(logits), np.concatenate(labels)
+
+
+def metrics_of(logits: np.ndarray, labels: np.ndarray) -> Metrics:
+    return classification_metrics(torch.from_numpy(logits).float(), torch.from_numpy(labels).long())

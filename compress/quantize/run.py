@@ -1,0 +1,203 @@
+"""`compress run int8 | static-int8 | bf16 | fp16 | onnx`: quantize the fine-tuned teacher or an earlier run's student.
+
+Run directory (written atomically, like every run)::
+
+    config.json    the RunConfig, the source quantized and the parent run (if any)
+    model/         the quantized artefact (see compress.quantize.artefacts) + tokenizer
+    metrics.json   the run record (schema of compress.reports.run_record) + a ``quantization`` block:
+                   backend, dtype, CPU features, every backend measured, logit difference to fp32
+    report.md      the same, for people
+
+With ``--backend auto`` every backend the method supports is built, loaded back from disk and
+timed on the task's own inputs; the one with the lowest batch-1 latency is kept, and all the
+measurements are recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compress.bench.inputs import INPUT_NAMES, speed_seq_len
+from compress.bench.machine import cpu_features, cpu_model, torch_cpu_capability
+from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.timing import default_threads
+from compress.data.batching import TokenizedTask, tokenize_task
+from compress.data.load import load_task
+from compress.data.task import TaskData
+from compress.distill.training import Metrics
+from compress.errors import CompressError
+from compress.models.checkpoints import TOKENIZER_FILES, load_encoder
+from compress.models.encoder import Encoder
+from compress.paths import atomic_dir
+from compress.quantize.artefacts import (
+    QuantMethod,
+    artefact_bytes,
+    candidate_backends,
+    get_quant_method,
+    load_artefact,
+    unavailable,
+    write_artefact,
+)
+from compress.quantize.predictors import TorchPredictor, metrics_of, predict_batches
+from compress.quantize.torch_backend import HALF_DTYPES, half_available
+from compress.reports.run_record import SCHEMA_VERSION, model_entry, weights_bytes, write_report
+from compress.run_config import RunConfig, RunResult, out_dir
+from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.registry import load_tokenizer
+
+CALIBRATION_EXAMPLES = 256
+
+
+@dataclass
+class Source:
+    """The fp32 model to quantize, the data it was trained on, and what it is measured against."""
+
+    kind: str                      # "teacher" or "run"
+    model: Encoder
+    directory: Path                # its weights and tokenizer
+    task: TaskData
+    data: TokenizedTask
+    teacher_name: str
+    teacher: dict[str, Any]        # the teacher's metrics entry (retention is measured against it)
+    entry: dict[str, Any]          # the source's own metrics entry
+    parent: str | None             # the run directory quantized, if any
+
+
+def _teacher_source(config: RunConfig, show_progress: bool) -> Source:
+    task = load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
+                     label_column=config.label_column)
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
+                                 show_progress=show_progress)
+    model = finetuned.load().model
+    data = tokenized_for(finetuned, task)
+    entry = model_entry(model, Metrics(**finetuned.record["test"]), data.max_length, weights_bytes(finetuned.directory))
+    entry["dev_accuracy"] = (finetuned.record.get("dev") or {}).get("accuracy")
+    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None)
+
+
+def _run_source(run_dir: Path) -> Source:
+    try:
+        parent_config = json.loads((run_dir / "config.json").read_text())
+        parent_metrics = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        raise CompressError(f"{run_dir} is not a complete run directory (config.json and metrics.json).") from None
+    if "quantization" in parent_metrics or not (run_dir / "student").is_dir():
+        raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a distillation run or 'teacher'.")
+    run = parent_config["run"]
+    task = load_task(run["dataset"], text_column=run.get("text_column"), text_pair_column=run.get("text_pair_column"),
+                     label_column=run.get("label_column"))
+    if task.fingerprint != parent_metrics["dataset"]["fingerprint"]:
+        raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
+    student_dir = run_dir / "student"
+    data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
+    return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
+                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir))
+
+
+def _calibration(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
+    """Batches of training examples (shuffled, seeded) for static int8's activation ranges."""
+    batches = []
+    for batch in data.dataloader("train", batch_size=32, shuffle=True, seed=seed):
+        batches.append({k: batch[k].numpy() for k in INPUT_NAMES})
+        if len(batches) * 32 >= CALIBRATION_EXAMPLES:
+            break
+    return batches
+
+
+def _usable_backends(method: QuantMethod, backend: str) -> list[str]:
+    backends = candidate_backends(method, backend)
+    reasons = {b: unavailable(b) for b in backends}
+    usable = [b for b in backends if reasons[b] is None]
+    if not usable:
+        raise CompressError(f"{method.name} cannot run here: {reasons[backends[0]]}")
+    return usable
+
+
+def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
+    """Quantize ``config.target`` with ``config.method``, evaluate it on the test split, write a run directory."""
+    method = get_quant_method(config.method)
+    if config.options or config.epochs or config.lr or config.layer_map or config.then:
+        raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map and "
+                            "--then do not apply.")
+    backends = _usable_backends(method, config.backend)
+    features = cpu_features()
+    note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
+    if config.target == "teacher":
+        source = _teacher_source(config, show_progress)
+    elif Path(config.target).is_dir():
+        source = _run_source(Path(config.target))
+    else:
+        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
+    out = out_dir(config, source.task.name)
+    speed = SpeedConfig(threads=config.threads or default_threads())
+    seq_len = speed_seq_len(source.data)
+    test_batches = lambda: source.data.dataloader("test", batch_size=128)  # noqa: E731
+
+    start = time.perf_counter()
+    with atomic_dir(out) as tmp:
+        fp32 = TorchPredictor(source.model)
+        fp32_logits, labels = predict_batches(fp32, test_batches())
+        fp32_speed = measure_speed(fp32, source.data, seq_len, speed)
+        calibration = _calibration(source.data, config.seed) if method.name == "static-int8" else None
+        measured: dict[str, dict[str, Any]] = {}
+        for backend in backends:
+            directory = tmp / f"model-{backend}"
+            directory.mkdir()
+            write_artefact(method, backend, source.model, directory, calibration=calibration,
+                           label_names=source.task.label_names)
+            # Measure what was written: the artefact loaded back from disk.
+            measured[backend] = measure_speed(load_artefact(directory, speed.threads), source.data, seq_len, speed)
+        chosen = min(measured, key=lambda b: measured[b]["latency_ms_p50"])
+        for backend in backends:
+            if backend != chosen:
+                shutil.rmtree(tmp / f"model-{backend}")
+        model_dir = tmp / "model"
+        (tmp / f"model-{chosen}").rename(model_dir)
+        for name in TOKENIZER_FILES:
+            if (source.directory / name).is_file():
+                shutil.copy(source.directory / name, model_dir / name)
+        logits, _ = predict_batches(load_artefact(model_dir, speed.threads), test_batches())
+
+        test = metrics_of(logits, labels)
+        student = model_entry(source.model, test, source.data.max_length, artefact_bytes(model_dir))
+        student |= {"layout": f"{chosen}-{method.dtype}", "backend": chosen, "dtype": method.dtype,
+                    "config": source.model.config.to_dict()}
+        teacher = source.teacher
+        quantization = {
+            "backend": chosen, "dtype": method.dtype,
+            "chosen_by": "fastest batch-1 latency measured here" if len(backends) > 1 else "the only backend asked for",
+            "measured": measured, "fp32_speed": fp32_speed,
+            "cpu": {"model": cpu_model(), "features": features, "torch_capability": torch_cpu_capability()},
+            "max_abs_logit_diff": float(np.abs(logits - fp32_logits).max()),
+            "prediction_agreement": float((logits.argmax(-1) == fp32_logits.argmax(-1)).mean()),
+            "fp32_accuracy": metrics_of(fp32_logits, labels).accuracy,
+            "calibration_examples": sum(len(b["input_ids"]) for b in calibration) if calibration else None,
+            "note": note,
+        }
+        quantization["accuracy_drop_points"] = 100 * (quantization["fp32_accuracy"] - test.accuracy)
+        metrics = {
+            "schema_version": SCHEMA_VERSION, "method": method.name, "kind": "quantization",
+            "seconds": round(time.perf_counter() - start, 1), "seq_len": source.data.max_length,
+            "dataset": {"name": source.task.name, "fingerprint": source.task.fingerprint,
+                        "label_names": source.task.label_names,
+                        "sizes": {name: len(split) for name, split in source.task.splits.items()}},
+            "teacher": teacher, "student": student,
+            "source": {"kind": source.kind, "path": str(source.directory), "parent": source.parent,
+                       **{k: source.entry[k] for k in ("params", "size_bytes", "accuracy", "macro_f1")}},
+            "retention": student["accuracy"] / teacher["accuracy"] if teacher["accuracy"] else 0.0,
+            "ratios": {k: teacher[k] / student[k] for k in ("params", "flops", "size_bytes")},
+            "quantization": quantization, "stages": [],
+        }
+        full_config = {"run": asdict(config), "source": metrics["source"], "parent": source.parent,
+                       "teacher": source.teacher_name, "max_length": source.data.max_length}
+        (tmp / "config.json").write_text(json.dumps(full_config, indent=2, default=str))
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        write_report(tmp / "report.md", metrics, full_config)
+    return RunResult(out, metrics)

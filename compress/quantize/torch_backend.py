@@ -1,0 +1,119 @@
+"""PyTorch backends: dynamic int8 (``torch.ao``) and half precision (bf16, fp16), saved as safetensors.
+
+Dynamic int8 stores every ``nn.Linear`` weight as int8 with one fp32 scale per tensor and
+quantizes activations on the fly, batch by batch; embeddings and layer norms stay fp32. The
+artefact holds exactly what the runtime uses: int8 weights, their scales and zero points, fp32
+biases and the remaining fp32 tensors, so its size on disk is the deployed size.
+
+Half precision casts every tensor to bf16 (or fp16) and halves the bytes; it is fast only where
+the CPU computes in that format natively (AVX512-BF16 or AMX for bf16; AVX512-FP16 or AMX-FP16 for fp16).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+
+WEIGHTS = "model.safetensors"
+HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_INT8 = ".weight_int8"
+_SCALE = ".weight_scale"
+_ZERO = ".weight_zero_point"
+
+
+def _dynamic_quantize(model: nn.Module) -> nn.Module:
+    # torch.ao's eager-mode quantization is deprecated in favour of torchao, whose int8 dynamic
+    # path is slower than fp32 on CPUs measured here; torch.ao still ships and is the fast one.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+
+
+def torch_int8_available() -> str | None:
+    """None when PyTorch can run dynamic int8 here, else why not (one sentence)."""
+    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
+    if not engines:
+        return "this PyTorch build has no quantized engine (fbgemm, x86, onednn or qnnpack)."
+    return None
+
+
+def quantize_int8(model: Encoder) -> nn.Module:
+    """A dynamically quantized copy of ``model`` (int8 Linear weights, fp32 elsewhere)."""
+    reason = torch_int8_available()
+    if reason:
+        raise CompressError(f"PyTorch int8 is unavailable: {reason}")
+    fp32 = Encoder(model.config)
+    fp32.load_state_dict(model.state_dict())
+    return _dynamic_quantize(fp32.eval())
+
+
+def _quantized_linears(model: nn.Module) -> dict[str, nn.Module]:
+    return {name: m for name, m in model.named_modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)}
+
+
+def save_int8(quantized: nn.Module, path: Path) -> None:
+    """Write a dynamically quantized encoder's tensors (int8 weights + scales) to one safetensors file."""
+    linears = _quantized_linears(quantized)
+    tensors: dict[str, torch.Tensor] = {}
+    for name, module in linears.items():
+        weight, bias = module._weight_bias()
+        tensors[name + _INT8] = weight.int_repr().contiguous()
+        tensors[name + _SCALE] = torch.tensor([weight.q_scale()], dtype=torch.float32)
+        tensors[name + _ZERO] = torch.tensor([weight.q_zero_point()], dtype=torch.int64)
+        if bias is not None:
+            tensors[name + ".bias"] = bias.detach().contiguous()
+    for key, value in quantized.state_dict().items():
+        if isinstance(value, torch.Tensor) and not value.is_quantized and key.rsplit(".", 1)[0] not in linears:
+            tensors[key] = value.detach().contiguous()
+    save_file(tensors, str(path))
+
+
+def load_int8(path: Path, config: EncoderConfig) -> nn.Module:
+    """The quantized encoder written by :func:`save_int8` (weights restored bit for bit)."""
+    tensors = load_file(str(path))
+    model = _dynamic_quantize(Encoder(config).eval())
+    linears = _quantized_linears(model)
+    state = model.state_dict()  # quantized modules read their own extra keys, so start from the full dict
+    state.update({k: v for k, v in tensors.items() if k.rsplit(".", 1)[0] not in linears})
+    model.load_state_dict(state)
+    for name, module in linears.items():
+        weight = torch._make_per_tensor_quantized_tensor(
+            tensors[name + _INT8], float(tensors[name + _SCALE]), int(tensors[name + _ZERO]))
+        module.set_weight_bias(weight, tensors.get(name + ".bias"))
+    return model
+
+
+def half_available(dtype: str, features: dict[str, bool]) -> str | None:
+    """None when the CPU computes in ``dtype`` natively, else why not (one sentence)."""
+    if dtype == "bf16":
+        if features.get("avx512_bf16") or features.get("amx_bf16"):
+            return None
+        return "this CPU has neither AVX512-BF16 nor AMX, so bf16 runs emulated and slower than fp32."
+    if features.get("avx512_fp16") or features.get("amx_fp16"):
+        return None
+    return "this CPU has neither AVX512-FP16 nor AMX-FP16, so fp16 runs emulated; try bf16 or int8."
+
+
+def to_half(model: Encoder, dtype: str) -> Encoder:
+    """A copy of ``model`` with every tensor in ``dtype`` ("bf16" or "fp16")."""
+    half = Encoder(model.config)
+    half.load_state_dict(model.state_dict())
+    return half.to(HALF_DTYPES[dtype]).eval()
+
+
+def save_half(model: Encoder, path: Path) -> None:
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
+
+
+def load_half(path: Path, config: EncoderConfig, dtype: str) -> Encoder:
+    model = Encoder(config).to(HALF_DTYPES[dtype])
+    model.load_state_dict(load_file(str(path)))
+    return model.eval()
