@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import torch
 
@@ -74,3 +79,37 @@ def make_tiny_teacher(directory: Path, layers: int = 2, hidden: int = 32, seed: 
     BertModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@contextmanager
+def chromium_page(html: Path) -> Iterator[tuple[Any, list[str]]]:
+    """``html`` loaded in headless Debian Chromium (via playwright): the page and every URL it requested.
+
+    Skips when Chromium or playwright is missing, unless COMPRESS_REQUIRE_BROWSER=1 (set by CI) makes
+    that a failure.
+    """
+    missing = None if CHROMIUM.exists() else f"{CHROMIUM} does not exist (apt-get install chromium)"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "playwright is not importable"
+    if missing:
+        if os.environ.get("COMPRESS_REQUIRE_BROWSER") == "1":
+            pytest.fail(missing)
+        pytest.skip(missing)
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args, timeout=15_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(10_000)
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
+            page.goto(Path(html).resolve().as_uri(), wait_until="load")
+            yield page, requested
+        finally:
+            browser.close()

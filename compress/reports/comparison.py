@@ -1,0 +1,416 @@
+"""The side-by-side comparison of methods: ``comparison.json`` rendered to markdown, HTML and PNGs.
+
+comparison.json, schema version 1::
+
+    schema_version, created, seq_len, threads
+    dataset   {name, fingerprint, sizes {train, dev, test}}
+    manifest  free-form machine and package information (``cpu.model`` is shown when present)
+    teacher   {name, params, size_bytes, flops, accuracy, macro_f1, latency_ms_p50, latency_ms_p90,
+               throughput, peak_memory_bytes, params_by_component}
+    methods   [{method, label, run_dir, kind, explanation, backend, dtype, retention, speedup,
+                ...the teacher's numeric fields}]
+
+Any numeric field may be null (not measured); it shows as "–" and is left out of the plots.
+The HTML page is self-contained: inline CSS, plots embedded as data URIs, no script, no URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compress.errors import CompressError
+from compress.paths import as_ordinary_file, atomic_write_text
+from compress.reports.plots import number, pareto_front, render_plots
+
+SCHEMA_VERSION = 1
+REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
+                          "throughput", "speedup")
+MISSING = "–"
+
+PLOT_FILES = {"accuracy_vs_latency": "accuracy_vs_latency.png",
+              "params_by_component": "params_by_component.png"}
+
+HEADERS = ("method", "params (M)", "size (MB)", "FLOPs (G / sequence)", "accuracy (%)",
+           "retention (% of teacher)", "latency p50, batch 1 (ms)", "throughput (examples/s)",
+           "speed-up vs teacher (×)")
+
+NOTES = (
+    "params: embeddings + encoder + pooler, in millions; size: bytes of the saved weights, in MB (10⁶ bytes).",
+    "FLOPs: analytic, two per multiply-add, for one forward pass over one sequence of the latency sequence length.",
+    "accuracy: on the test split; retention: the method's accuracy as a percentage of the teacher's.",
+    ("latency: median of batch-1 forward passes on the CPU; throughput: examples per second; "
+     "speed-up: how many times faster than the teacher."),
+    "–: not measured for that method.",
+)
+
+
+# --- validation --------------------------------------------------------------------------------
+
+def _validate_method(index: int, method: Any) -> None:
+    if not isinstance(method, dict):
+        raise CompressError(f"Entry {index} of the comparison's methods is not an object.")
+    name = method.get("method")
+    if not isinstance(name, str) or not name:
+        raise CompressError(f"Entry {index} of the comparison's methods has no 'method' name.")
+    for field in REQUIRED_METHOD_FIELDS:
+        if field not in method:
+            raise CompressError(f"Method '{name}' in the comparison lacks the required field '{field}' "
+                                f"(it may be null, but the key must be present).")
+        value = method[field]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise CompressError(f"Method '{name}' has a non-numeric {field} ({value!r}); "
+                                f"expected a number or null.")
+
+
+def validate_comparison(data: dict[str, Any]) -> None:
+    """Raise :class:`CompressError` unless ``data`` is a schema-1 comparison with complete methods."""
+    if not isinstance(data, dict):
+        raise CompressError("The comparison is not a JSON object; expected a dict with schema_version and methods.")
+    if "schema_version" not in data:
+        raise CompressError(f"The comparison has no schema_version; expected schema_version {SCHEMA_VERSION}.")
+    version = data["schema_version"]
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise CompressError(f"The comparison has schema_version {version!r}, but this version of compress "
+                            f"reads schema_version {SCHEMA_VERSION}.")
+    methods = data.get("methods")
+    if not isinstance(methods, list) or not methods:
+        raise CompressError("The comparison has no methods; run at least one method before rendering it.")
+    for index, method in enumerate(methods):
+        _validate_method(index, method)
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+def _significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant figures (at most 4 decimals), never in scientific notation."""
+    if value == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    if decimals > 4 and abs(value) < 0.00005:
+        return "<0.0001" if value > 0 else ">-0.0001"
+    return f"{value:,.{min(max(decimals, 0), 4)}f}"
+
+
+def _scaled(divisor: float, value: Any) -> str:
+    x = number(value)
+    return MISSING if x is None else _significant(x / divisor)
+
+
+def _percent(value: Any) -> str:
+    x = number(value)
+    return MISSING if x is None else f"{100 * x:.1f}"
+
+
+def _throughput(value: Any) -> str:
+    x = number(value)
+    return MISSING if x is None else (f"{x:,.0f}" if x >= 100 else _significant(x))
+
+
+def _speedup(value: Any) -> str:
+    x = number(value)
+    return MISSING if x is None else f"{x:.2f}x"
+
+
+def _number_cells(model: dict[str, Any], retention: Any, speedup: Any) -> list[str]:
+    """Every column after the method name, formatted."""
+    return [_scaled(1e6, model.get("params")), _scaled(1e6, model.get("size_bytes")),
+            _scaled(1e9, model.get("flops")), _percent(model.get("accuracy")), _percent(retention),
+            _scaled(1, model.get("latency_ms_p50")), _throughput(model.get("throughput")),
+            _speedup(speedup)]
+
+
+# --- the rows both renderers share -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: display name, the anchor of its explanation (None for the teacher), cells."""
+
+    name: str
+    anchor: str | None
+    cells: list[str]
+
+
+def _anchors(methods: list[dict[str, Any]]) -> list[str]:
+    """``method-<name>`` per method, made URL-safe and unique."""
+    seen: dict[str, int] = {}
+    out = []
+    for m in methods:
+        slug = "method-" + (re.sub(r"[^a-z0-9_-]+", "-", str(m["method"]).lower()).strip("-") or "x")
+        seen[slug] = seen.get(slug, 0) + 1
+        out.append(slug if seen[slug] == 1 else f"{slug}-{seen[slug]}")
+    return out
+
+
+def _display_name(method: dict[str, Any]) -> str:
+    return str(method.get("label") or method["method"])
+
+
+def _teacher(comparison: dict[str, Any]) -> dict[str, Any] | None:
+    teacher = comparison.get("teacher")
+    return teacher if isinstance(teacher, dict) else None
+
+
+def _rows(comparison: dict[str, Any]) -> list[Row]:
+    """The teacher (the 100% / 1.00x reference) and then each method."""
+    rows = []
+    teacher = _teacher(comparison)
+    if teacher is not None:
+        retention = 1.0 if number(teacher.get("accuracy")) is not None else None
+        speedup = 1.0 if number(teacher.get("latency_ms_p50")) is not None else None
+        rows.append(Row(f"teacher: {teacher.get('name', '?')}", None, _number_cells(teacher, retention, speedup)))
+    methods = comparison["methods"]
+    for method, anchor in zip(methods, _anchors(methods)):
+        rows.append(Row(_display_name(method), anchor,
+                        _number_cells(method, method.get("retention"), method.get("speedup"))))
+    return rows
+
+
+def _context_line(comparison: dict[str, Any]) -> list[str]:
+    """Facts about the data and the machine, as short phrases."""
+    parts = []
+    dataset = comparison.get("dataset") or {}
+    if dataset.get("name"):
+        sizes = dataset.get("sizes") or {}
+        split = " / ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in sizes.items())
+        fingerprint = f", fingerprint {dataset['fingerprint']}" if dataset.get("fingerprint") else ""
+        parts.append(f"dataset {dataset['name']}" + (f" ({split}{fingerprint})" if split or fingerprint else ""))
+    if comparison.get("seq_len") is not None:
+        parts.append(f"sequence length {comparison['seq_len']} tokens")
+    manifest = comparison.get("manifest") or {}
+    cpu = manifest.get("cpu") if isinstance(manifest, dict) else None
+    if isinstance(cpu, dict) and cpu.get("model"):
+        parts.append(f"CPU {cpu['model']}")
+    if comparison.get("threads") is not None:
+        parts.append(f"{comparison['threads']} threads")
+    if comparison.get("created"):
+        parts.append(f"created {comparison['created']}")
+    return parts
+
+
+def _title(comparison: dict[str, Any]) -> str:
+    teacher = _teacher(comparison)
+    dataset = (comparison.get("dataset") or {}).get("name")
+    title = "Compression comparison"
+    if teacher is not None and teacher.get("name"):
+        title += f": {teacher['name']}"
+    return title + (f" on {dataset}" if dataset else "")
+
+
+def _details(method: dict[str, Any]) -> list[str]:
+    """Kind, backend, dtype and run directory of a method, where recorded."""
+    labels = {"kind": "kind", "backend": "backend", "dtype": "dtype", "run_dir": "run"}
+    return [f"{label} {method[key]}" for key, label in labels.items() if method.get(key)]
+
+
+def _explanation(method: dict[str, Any]) -> str:
+    return str(method.get("explanation") or "No explanation was recorded for this method.")
+
+
+def _front_names(comparison: dict[str, Any]) -> list[str]:
+    """Names of the models on the accuracy / latency Pareto front, fastest first."""
+    models = ([("teacher", t)] if (t := _teacher(comparison)) else []) + \
+        [(str(m["method"]), m) for m in comparison["methods"]]
+    measured = [(name, number(m.get("latency_ms_p50")), number(m.get("accuracy"))) for name, m in models]
+    measured = [(name, x, y) for name, x, y in measured if x is not None and y is not None]
+    front = [measured[i] for i in pareto_front([(x, y) for _, x, y in measured])]
+    return [name for name, _, _ in sorted(front, key=lambda m: (m[1], m[2]))]
+
+
+# --- markdown ----------------------------------------------------------------------------------
+
+def _md(text: str) -> str:
+    """Escape the characters markdown would read as formatting or table syntax."""
+    return re.sub(r"([\\`*_\[\]|<>#])", r"\\\1", text)
+
+
+def _md_table(rows: list[Row]) -> list[str]:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|:--" + "|--:" * (len(HEADERS) - 1) + "|"]
+    for row in rows:
+        name = f"[{_md(row.name)}](#{row.anchor})" if row.anchor else f"**{_md(row.name)}**"
+        lines.append("| " + " | ".join([name, *row.cells]) + " |")
+    return lines
+
+
+def render_markdown(comparison: dict[str, Any]) -> str:
+    """The comparison as GitHub-flavoured markdown: context, table, notes, one section per method."""
+    lines = [f"# {_md(_title(comparison))}", ""]
+    if _context_line(comparison):
+        lines += [_md(" · ".join(_context_line(comparison))), ""]
+    lines += _md_table(_rows(comparison))
+    front = _front_names(comparison)
+    if front:
+        lines += ["", "On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
+                  + ", ".join(_md(name) for name in front) + "."]
+    lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in NOTES]
+    lines += ["", "## What each method changed", ""]
+    methods = comparison["methods"]
+    for method, anchor in zip(methods, _anchors(methods)):
+        lines += [f'<a id="{anchor}"></a>', "", f"### {_md(_display_name(method))} (`{method['method']}`)", ""]
+        if _details(method):
+            lines += ["_" + _md(" · ".join(_details(method))) + "_", ""]
+        lines += [_md(_explanation(method)), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- HTML --------------------------------------------------------------------------------------
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222;
+       max-width: 72rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
+h2 { font-size: 1.25rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
+h3 { font-size: 1.05rem; margin-bottom: 0.2rem; }
+.context { color: #555; margin-top: 0; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.92rem; }
+th, td { padding: 0.35rem 0.7rem; border-bottom: 1px solid #e3e3e3; }
+th { background: #f4f6f8; text-align: right; vertical-align: bottom; font-weight: 600; }
+th:first-child, td:first-child { text-align: left; }
+tbody th { font-weight: normal; background: transparent; white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tbody tr:nth-child(even) { background: #fafafa; }
+tbody tr.teacher, tbody tr.teacher th { background: #eef3f8; font-weight: 600; }
+a { color: #1f5fa8; }
+figure { margin: 1.5rem 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9rem; }
+.details { color: #666; font-size: 0.88rem; margin: 0; }
+ul.notes { color: #444; font-size: 0.9rem; }
+section.method:target { background: #fffbe6; }
+"""
+
+
+def _html_table(rows: list[Row]) -> str:
+    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in HEADERS)
+    body = []
+    for row in rows:
+        name = html.escape(row.name)
+        first = f'<a href="#{row.anchor}">{name}</a>' if row.anchor else name
+        cells = "".join(f'<td class="num">{html.escape(c)}</td>' for c in row.cells)
+        css = "" if row.anchor else ' class="teacher"'
+        body.append(f'<tr{css}><th scope="row">{first}</th>{cells}</tr>')
+    return (f'<div class="table-wrap"><table id="comparison">\n<thead><tr>{head}</tr></thead>\n'
+            f"<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table></div>")
+
+
+def _alt_texts(comparison: dict[str, Any]) -> dict[str, str]:
+    count = len(comparison["methods"])
+    front = ", ".join(_front_names(comparison)) or "none"
+    return {
+        "accuracy_vs_latency": f"Scatter plot of test accuracy (%) against batch-1 latency p50 (ms) for the "
+                               f"teacher and {count} methods; bubble area is proportional to parameters and a "
+                               f"dashed step line marks the Pareto front ({front}).",
+        "params_by_component": f"Horizontal stacked bars of parameters (millions) by component for the teacher "
+                               f"and {count} methods.",
+    }
+
+
+CAPTIONS = {
+    "accuracy_vs_latency": "Up and to the left is better. Points on the dashed line are Pareto-optimal: "
+                           "no other model is both faster and more accurate.",
+    "params_by_component": "Where each model's parameters sit. Quantization keeps the count and shrinks "
+                           "the bytes per parameter; distillation and sharing change the count itself.",
+}
+
+
+def _html_figures(comparison: dict[str, Any], plots: dict[str, bytes]) -> list[str]:
+    alts = _alt_texts(comparison)
+    out = []
+    for name in PLOT_FILES:
+        if name not in plots:
+            continue
+        data = base64.b64encode(plots[name]).decode("ascii")
+        out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(alts[name])}">'
+                   f"<figcaption>{html.escape(CAPTIONS[name])}</figcaption></figure>")
+    return out
+
+
+def _html_methods(comparison: dict[str, Any]) -> list[str]:
+    methods = comparison["methods"]
+    out = []
+    for method, anchor in zip(methods, _anchors(methods)):
+        details = html.escape(" · ".join(_details(method)))
+        out.append(f'<section class="method" id="{anchor}">'
+                   f"<h3>{html.escape(_display_name(method))} <code>{html.escape(str(method['method']))}</code></h3>"
+                   + (f'<p class="details">{details}</p>' if details else "")
+                   + f"<p>{html.escape(_explanation(method))}</p></section>")
+    return out
+
+
+def render_html(comparison: dict[str, Any], plots: dict[str, bytes]) -> str:
+    """A self-contained HTML5 page: table ``#comparison``, embedded plots, one section per method."""
+    title = html.escape(_title(comparison))
+    front = _front_names(comparison)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{title}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
+        f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(comparison)))}</p>',
+        "<h2>Results</h2>", _html_table(_rows(comparison)),
+    ]
+    if front:
+        parts.append("<p>On the accuracy / latency Pareto front (nothing else is both faster and more "
+                     f"accurate): {html.escape(', '.join(front))}.</p>")
+    parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in NOTES) + "</ul>")
+    figures = _html_figures(comparison, plots)
+    if figures:
+        parts += ["<h2>Plots</h2>", *figures]
+    parts += ["<h2>What each method changed</h2>", *_html_methods(comparison), "</body>", "</html>"]
+    return "\n".join(parts) + "\n"
+
+
+# --- files -------------------------------------------------------------------------------------
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    as_ordinary_file(Path(tmp))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
+    """Validate, then write comparison.json, .md, .html and the PNG plots into ``directory``."""
+    validate_comparison(comparison)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    plots = render_plots(comparison)  # render everything first: a failure writes nothing
+    texts = {
+        "comparison.json": json.dumps(comparison, indent=2, ensure_ascii=False) + "\n",
+        "comparison.md": render_markdown(comparison),
+        "comparison.html": render_html(comparison, plots),
+    }
+    written = []
+    for name, text in texts.items():
+        atomic_write_text(directory / name, text)
+        written.append(directory / name)
+    for stem, filename in PLOT_FILES.items():
+        _atomic_write_bytes(directory / filename, plots[stem])
+        written.append(directory / filename)
+    return written
+
+
+def render_directory(directory: Path) -> list[Path]:
+    """Re-render everything from ``directory/comparison.json`` (``compress report DIR``)."""
+    path = Path(directory) / "comparison.json"
+    if not path.is_file():
+        raise CompressError(f"There is no comparison.json in {directory}; run `compress compare` to make one.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CompressError(f"{path} is not valid JSON ({error}); re-run `compress compare` to rewrite it.") from None
+    return write_comparison(data, Path(directory))

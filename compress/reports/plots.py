@@ -1,0 +1,303 @@
+"""The comparison report's plots, rendered to PNG bytes with matplotlib's Agg canvas.
+
+Figures are built with the object-oriented API (``Figure`` + ``FigureCanvasAgg``), never pyplot,
+so no GUI backend is touched and no global figure registry keeps them alive. A field that is null
+(or NaN) for a model leaves that model out of the plot that needs it.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.transforms import Bbox
+
+from compress.models.accounting import COMPONENTS
+
+DPI = 110
+MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
+UNKNOWN_PARAMS_AREA = 40.0
+KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e"}
+OTHER_COLOR = "#7f7f7f"
+TEACHER_COLOR = "#333333"
+COMPONENT_COLORS = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f",
+                    "#8cd17d", "#b6992d", "#e15759", "#79706e", "#d37295")
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is null, NaN, infinite or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices (ascending) of the ``(latency, accuracy)`` points no other point dominates.
+
+    Lower latency and higher accuracy are better. A point is dominated when another is at least as
+    good on both and strictly better on one, so exact duplicates are all kept. NaN points are never
+    on the front and dominate nothing.
+    """
+    valid = [i for i, (x, y) in enumerate(points) if not (math.isnan(x) or math.isnan(y))]
+
+    def dominated(i: int) -> bool:
+        xi, yi = points[i]
+        return any(points[j][0] <= xi and points[j][1] >= yi and points[j] != points[i] for j in valid)
+
+    return [i for i in valid if not dominated(i)]
+
+
+def _to_png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    fig.clear()
+    return buffer.getvalue()
+
+
+def _count_label(n: float) -> str:
+    """A parameter count for a legend: 20M, 500k, 300."""
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:g}{suffix}"
+    return f"{n:g}"
+
+
+def _reference_counts(largest: float) -> list[float]:
+    """Up to three round parameter counts (1, 2, 5 x 10^k) spanning about 1/16 .. 1 of ``largest``."""
+    nice = sorted(m * 10 ** k for k in range(13) for m in (1, 2, 5))
+    picked: list[float] = []
+    limit = largest
+    for _ in range(3):
+        below = [n for n in nice if n <= limit and (not picked or n < picked[-1])]
+        if not below:
+            break
+        picked.append(below[-1])
+        limit = picked[-1] / 4
+    return picked
+
+
+# --- accuracy vs latency -----------------------------------------------------------------------
+
+def _scatter_points(comparison: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Plottable models (teacher first) and the names of those left out for lack of data."""
+    models: list[tuple[str, str | None, dict[str, Any]]] = []
+    teacher = comparison.get("teacher")
+    if isinstance(teacher, dict):
+        models.append(("teacher", "teacher", teacher))
+    models += [(str(m.get("method", "?")), m.get("kind"), m) for m in comparison.get("methods") or []]
+    points, missing = [], []
+    for index, (name, kind, m) in enumerate(models):
+        latency, accuracy = number(m.get("latency_ms_p50")), number(m.get("accuracy"))
+        if latency is None or accuracy is None:
+            missing.append(name)
+            continue
+        points.append({"name": name, "kind": kind, "teacher": index == 0 and kind == "teacher",
+                       "x": latency, "y": 100 * accuracy, "params": number(m.get("params"))})
+    return points, missing
+
+
+def _bubble_area(params: float | None, largest: float) -> float:
+    if params is None or largest <= 0:
+        return UNKNOWN_PARAMS_AREA
+    return MAX_BUBBLE_AREA * params / largest
+
+
+def _overlaps(box: Bbox, others: Sequence[Bbox]) -> bool:
+    return any(box.overlaps(o) for o in others)
+
+
+def _front_steps(ax: Axes, points: list[dict[str, Any]]) -> list[Bbox]:
+    """Display-space boxes around the segments of the Pareto step line, so labels avoid it."""
+    xy = [ax.transData.transform((p["x"], p["y"])) for p in _front_sorted(points)]
+    boxes = []
+    for (x0, y0), (x1, y1) in itertools.pairwise(xy):
+        boxes.append(Bbox.from_extents(x0, y0 - 2, x1, y0 + 2))                       # across
+        boxes.append(Bbox.from_extents(x1 - 2, min(y0, y1), x1 + 2, max(y0, y1)))    # up
+    return boxes
+
+
+def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float]) -> None:
+    """Annotate each point with its name beside its bubble, avoiding labels, bubbles and the front."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")  # freeze the layout so the positions measured here stay true
+    inside = ax.get_window_extent(renderer)
+    steps = _front_steps(ax, points)
+    scale = fig.dpi / 72
+    bubbles = []
+    for p, area in zip(points, areas):
+        cx, cy = ax.transData.transform((p["x"], p["y"]))
+        r = math.sqrt(area) / 2 * scale
+        bubbles.append(Bbox.from_extents(cx - r, cy - r, cx + r, cy + r))
+    placed: list[Bbox] = []
+    for i, (p, area) in enumerate(zip(points, areas)):
+        gap = math.sqrt(area) / 2 + 3
+        candidates = [((gap, 0), "left", "center"), ((-gap, 0), "right", "center"),
+                      ((0, gap), "center", "bottom"), ((0, -gap), "center", "top"),
+                      ((gap * 0.7, gap * 0.7), "left", "bottom"), ((-gap * 0.7, gap * 0.7), "right", "bottom"),
+                      ((gap * 0.7, -gap * 0.7), "left", "top"), ((-gap * 0.7, -gap * 0.7), "right", "top")]
+        obstacles = placed + bubbles[:i] + bubbles[i + 1:] + steps
+        chosen = None
+        for offset, ha, va in candidates:
+            text = ax.annotate(p["name"], (p["x"], p["y"]), xytext=offset, textcoords="offset points",
+                               ha=ha, va=va, fontsize=9)
+            box = text.get_window_extent(renderer)
+            if inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1) \
+                    and not _overlaps(box, obstacles):
+                chosen = box
+                break
+            text.remove()
+        if chosen is None:  # nowhere free: take the first place and accept the overlap
+            offset, ha, va = candidates[0]
+            text = ax.annotate(p["name"], (p["x"], p["y"]), xytext=offset, textcoords="offset points",
+                               ha=ha, va=va, fontsize=9)
+            chosen = text.get_window_extent(renderer)
+        placed.append(chosen)
+
+
+def _front_sorted(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Pareto-optimal points, fastest first."""
+    front = [points[i] for i in pareto_front([(p["x"], p["y"]) for p in points])]
+    return sorted(front, key=lambda p: (p["x"], p["y"]))
+
+
+def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float]) -> None:
+    """The front as a dashed step line (best accuracy reachable within each latency) and rings."""
+    front = _front_sorted(points)
+    xs, ys = [p["x"] for p in front], [p["y"] for p in front]
+    ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
+    ax.scatter(xs, ys, s=[areas[points.index(p)] for p in front], facecolors="none", edgecolors="black",
+               linewidths=2.0, zorder=4)
+
+
+def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float) -> None:
+    """A legend of what colour and ring mean, and one of reference bubble sizes."""
+    handles = [Line2D([], [], marker="D", linestyle="", color=TEACHER_COLOR, label="teacher")] if teacher else []
+    for kind, color in KIND_COLORS.items():
+        if kind in kinds:
+            handles.append(Line2D([], [], marker="o", linestyle="", color=color, label=kind))
+    if kinds - set(KIND_COLORS) - {None}:
+        handles.append(Line2D([], [], marker="o", linestyle="", color=OTHER_COLOR, label="other"))
+    handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="black",
+                          markeredgewidth=2, color="black", linestyle="--", label="Pareto front"))
+    first = ax.legend(handles=handles, title="model", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      fontsize=9, title_fontsize=9, frameon=False)
+    ax.add_artist(first)
+    if largest <= 0:
+        return
+    sizes = [ax.scatter([], [], s=_bubble_area(n, largest), color="#bbbbbb", edgecolors="#555555",
+                        label=f"{_count_label(n)} params") for n in _reference_counts(largest)]
+    ax.legend(handles=sizes, title="bubble area", loc="lower left", bbox_to_anchor=(1.02, 0.0),
+              fontsize=9, title_fontsize=9, frameon=False, labelspacing=1.6, borderpad=1.0,
+              handletextpad=1.2)
+
+
+def _title(comparison: dict[str, Any], what: str) -> str:
+    details = []
+    if number(comparison.get("seq_len")) is not None:
+        details.append(f"{comparison['seq_len']} tokens")
+    if number(comparison.get("threads")) is not None:
+        details.append(f"{comparison['threads']} threads")
+    dataset = (comparison.get("dataset") or {}).get("name")
+    head = f"{what} on {dataset}" if dataset else what
+    return f"{head} (batch 1, {', '.join(details)})" if details else head
+
+
+def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
+    """Test accuracy (%) against batch-1 latency p50 (ms); bubble area is proportional to parameters."""
+    points, missing = _scatter_points(comparison)
+    fig = Figure(figsize=(9.0, 5.6), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    largest = max((p["params"] for p in points if p["params"] is not None), default=0.0)
+    areas = [_bubble_area(p["params"], largest) for p in points]
+    for p, area in zip(points, areas):
+        color = TEACHER_COLOR if p["teacher"] else KIND_COLORS.get(p["kind"], OTHER_COLOR)
+        marker = "D" if p["teacher"] else ("o" if p["params"] is not None else "x")
+        ax.scatter([p["x"]], [p["y"]], s=area, marker=marker, color=color, alpha=0.7,
+                   edgecolors="white" if marker != "x" else None, linewidths=0.8, zorder=3)
+    if points:
+        _draw_front(ax, points, areas)
+        ax.margins(x=0.15, y=0.2)
+    else:
+        ax.text(0.5, 0.5, "no model has both accuracy and latency measured", ha="center",
+                va="center", transform=ax.transAxes)
+    ax.set_xlabel("batch-1 latency p50 (ms) — lower is better")
+    ax.set_ylabel("test accuracy (%) — higher is better")
+    ax.set_title(_title(comparison, "Accuracy vs latency"))
+    ax.grid(True, color="#e5e5e5", linewidth=0.8, zorder=0)
+    ax.set_axisbelow(True)
+    if points:
+        _legends(ax, {p["kind"] for p in points if not p["teacher"]}, any(p["teacher"] for p in points), largest)
+    if missing:
+        ax.text(0.0, -0.14, "not plotted (no latency or accuracy measured): " + ", ".join(missing),
+                transform=ax.transAxes, fontsize=8, color="#555555", va="top")
+    if points:
+        ax.set_xlim(ax.get_xlim())
+        ax.set_ylim(ax.get_ylim())
+        _place_labels(fig, ax, points, areas)
+    return _to_png(fig)
+
+
+# --- parameters by component -------------------------------------------------------------------
+
+def _component_rows(comparison: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """(bar label, component -> parameters) for each model with a breakdown, teacher first."""
+    rows: list[tuple[str, dict[str, Any]]] = []
+    teacher = comparison.get("teacher")
+    if isinstance(teacher, dict):
+        rows.append((f"teacher ({teacher.get('name', '?')})", teacher))
+    rows += [(str(m.get("label") or m.get("method", "?")), m) for m in comparison.get("methods") or []]
+    out = []
+    for label, model in rows:
+        parts = model.get("params_by_component")
+        if isinstance(parts, dict):
+            out.append((label, {key: number(parts.get(key)) or 0.0 for key in COMPONENTS}))
+    return out
+
+
+def params_by_component_png(comparison: dict[str, Any]) -> bytes:
+    """Horizontal stacked bars of parameters (millions) by component, one bar per model."""
+    rows = _component_rows(comparison)
+    used = [key for key in COMPONENTS if any(parts[key] > 0 for _, parts in rows)]
+    fig = Figure(figsize=(9.0, 1.9 + 0.5 * max(len(rows), 1)), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    labels = [label for label, _ in rows]
+    left = [0.0] * len(rows)
+    for index, key in enumerate(used):
+        widths = [parts[key] / 1e6 for _, parts in rows]
+        ax.barh(labels, widths, left=left, height=0.6, label=COMPONENTS[key],
+                color=COMPONENT_COLORS[index % len(COMPONENT_COLORS)], edgecolor="white", linewidth=0.5)
+        left = [a + b for a, b in zip(left, widths)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f"  {total:.1f}M" if total >= 10 else f"  {total:.2f}M", va="center", fontsize=9)
+    if rows:
+        ax.set_xlim(0, max(left) * 1.15 or 1)
+        ax.invert_yaxis()  # teacher on top
+    else:
+        ax.text(0.5, 0.5, "no model has a parameter breakdown", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("parameters (millions)")
+    ax.set_title("Parameters by component (bar totals include the classifier)")
+    ax.grid(True, axis="x", color="#e5e5e5", linewidth=0.8)
+    ax.set_axisbelow(True)
+    if used:
+        fig.legend(loc="outside lower center", ncols=3, fontsize=9, frameon=False)
+    return _to_png(fig)
+
+
+PLOTS = {
+    "accuracy_vs_latency": accuracy_vs_latency_png,
+    "params_by_component": params_by_component_png,
+}
+
+
+def render_plots(comparison: dict[str, Any]) -> dict[str, bytes]:
+    """Every plot of the report as PNG bytes, keyed by file stem (``accuracy_vs_latency``, ...)."""
+    return {name: render(comparison) for name, render in PLOTS.items()}

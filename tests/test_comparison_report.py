@@ -1,0 +1,169 @@
+"""The comparison report: Pareto front, validation, files written, and the page in a real browser."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+
+from compress.errors import CompressError
+from compress.models.accounting import COMPONENTS
+from compress.reports.comparison import (
+    REQUIRED_METHOD_FIELDS,
+    render_directory,
+    render_markdown,
+    validate_comparison,
+    write_comparison,
+)
+from compress.reports.plots import pareto_front
+from helpers import chromium_page
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FILES = ("comparison.json", "comparison.md", "comparison.html", "accuracy_vs_latency.png",
+         "params_by_component.png")
+
+
+def _components(scale: float) -> dict[str, int]:
+    """A plausible split of parameters, scaled; the projection only exists for factorized embeddings."""
+    base = {"token_embeddings": 11_720_448, "embedding_projection": 0, "position_embeddings": 196_608,
+            "token_type_embeddings": 768, "attention": 3_548_160, "ffn": 7_089_408,
+            "layer_norms": 19_200, "pooler": 147_840, "classifier": 770}
+    return {key: int(base[key] * scale) for key in COMPONENTS}
+
+
+def _method(name: str, label: str, kind: str, params: int, accuracy: float, latency: float | None,
+            scale: float) -> dict:
+    teacher_accuracy, teacher_latency = 0.8177, 12.3
+    return {
+        "method": name, "label": label, "run_dir": f"runs/compare-test/{name}", "kind": kind,
+        "params": params, "size_bytes": params * (1 if kind == "quantization" else 4), "flops": 1.1e9 * scale,
+        "accuracy": accuracy, "macro_f1": accuracy - 0.002, "retention": accuracy / teacher_accuracy,
+        "latency_ms_p50": latency, "latency_ms_p90": None if latency is None else latency * 1.1,
+        "throughput": None if latency is None else 1000 / latency,
+        "speedup": None if latency is None else teacher_latency / latency,
+        "peak_memory_bytes": 200_000_000, "backend": "torch", "dtype": "fp32",
+        "params_by_component": _components(scale),
+        "explanation": f"{label} changed something <specific> & saved | something else.",
+    }
+
+
+@pytest.fixture
+def comparison() -> dict:
+    """A teacher and four methods; int8's latency could not be measured."""
+    return {
+        "schema_version": 1, "created": "2026-11-21T09:00:00Z",
+        "dataset": {"name": "mr", "fingerprint": "60537d673c51900e",
+                    "sizes": {"train": 8529, "dev": 1066, "test": 1067}},
+        "seq_len": 48, "threads": 2,
+        "manifest": {"cpu": {"model": "Test CPU @ 2.0GHz"}, "python": "3.11"},
+        "teacher": {"name": "minilm", "params": 22_713_216, "size_bytes": 90_900_000, "flops": 1.1e9,
+                    "accuracy": 0.8177, "macro_f1": 0.8176, "latency_ms_p50": 12.3, "latency_ms_p90": 13.0,
+                    "throughput": 148.0, "peak_memory_bytes": 123_456_789,
+                    "params_by_component": _components(1.0)},
+        "methods": [
+            _method("albert", "ALBERT (E=128, shared)", "distillation", 5_940_000, 0.7847, 12.0, 0.26),
+            _method("distilbert", "DistilBERT (3 layers)", "distillation", 17_100_000, 0.801, 6.4, 0.75),
+            _method("tinybert", "TinyBERT (4 x 312)", "distillation", 4_400_000, 0.772, 2.9, 0.19),
+            _method("int8", "dynamic int8", "quantization", 22_713_216, 0.812, None, 1.0),
+        ],
+    }
+
+
+def test_pareto_front_known_answer():
+    points = [
+        (1.0, 0.70),   # 0 fastest: on the front
+        (2.0, 0.80),   # 1 on the front
+        (2.0, 0.75),   # 2 same latency as 1, less accurate: dominated
+        (3.0, 0.78),   # 3 slower and less accurate than 1: dominated
+        (4.0, 0.90),   # 4 most accurate: on the front
+        (4.0, 0.90),   # 5 exact duplicate of 4: kept too
+        (0.5, 0.60),   # 6 fastest of all: on the front
+        (5.0, 0.90),   # 7 as accurate as 4 but slower: dominated
+    ]
+    assert pareto_front(points) == [0, 1, 4, 5, 6]
+    assert pareto_front([]) == []
+    assert pareto_front([(1.0, 0.5)]) == [0]
+
+
+def test_validate_names_method_and_missing_field(comparison):
+    validate_comparison(comparison)
+    for field in REQUIRED_METHOD_FIELDS:
+        broken = copy.deepcopy(comparison)
+        del broken["methods"][2][field]
+        with pytest.raises(CompressError, match=f"'tinybert'.*'{field}'"):
+            validate_comparison(broken)
+    nulls = copy.deepcopy(comparison)
+    nulls["methods"][0].update(dict.fromkeys(REQUIRED_METHOD_FIELDS))
+    validate_comparison(nulls)  # null values are allowed, only the keys are required
+
+
+def test_validate_rejects_schema_version_and_empty_methods(comparison):
+    for version in (2, "1", None):
+        with pytest.raises(CompressError, match="schema_version"):
+            validate_comparison({**comparison, "schema_version": version})
+    without = {k: v for k, v in comparison.items() if k != "schema_version"}
+    with pytest.raises(CompressError, match="no schema_version"):
+        validate_comparison(without)
+    for methods in ([], None):
+        with pytest.raises(CompressError, match="no methods"):
+            validate_comparison({**comparison, "methods": methods})
+
+
+def test_write_comparison_writes_every_file(comparison, tmp_path):
+    written = write_comparison(comparison, tmp_path / "out")
+    assert sorted(p.name for p in written) == sorted(FILES)
+    assert all(p.is_file() and p.stat().st_size > 0 for p in written)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temporary files left
+    assert json.loads((tmp_path / "out" / "comparison.json").read_text()) == comparison
+
+    markdown = (tmp_path / "out" / "comparison.md").read_text()
+    assert markdown == render_markdown(comparison)
+    for method in comparison["methods"]:
+        assert f"(#method-{method['method']})" in markdown and f'<a id="method-{method["method"]}">' in markdown
+    assert "teacher: minilm" in markdown
+    int8_row = next(line for line in markdown.splitlines() if line.startswith("| [dynamic int8]"))
+    assert "| – |" in int8_row and "| 22.7 |" in int8_row   # null latency shown as a dash; params in M
+    tiny_row = next(line for line in markdown.splitlines() if line.startswith("| [TinyBERT"))
+    assert "| 77.2 |" in tiny_row and "| 4.24x |" in tiny_row
+
+    for name in ("accuracy_vs_latency.png", "params_by_component.png"):
+        data = (tmp_path / "out" / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE)
+        image = imread(tmp_path / "out" / name)
+        assert image.ndim == 3 and image.shape[0] >= 300 and image.shape[1] >= 600
+
+
+def test_render_directory_rerenders_and_explains_bad_input(comparison, tmp_path):
+    write_comparison(comparison, tmp_path)
+    html_path = tmp_path / "comparison.html"
+    before = html_path.read_text()
+    html_path.unlink()
+    assert sorted(p.name for p in render_directory(tmp_path)) == sorted(FILES)
+    assert html_path.read_text() == before
+
+    with pytest.raises(CompressError, match="no comparison.json"):
+        render_directory(tmp_path / "empty")
+    (tmp_path / "comparison.json").write_text("{not json")
+    with pytest.raises(CompressError, match="not valid JSON"):
+        render_directory(tmp_path)
+
+
+def test_html_in_headless_chromium(comparison, tmp_path):
+    write_comparison(comparison, tmp_path)
+    with chromium_page(tmp_path / "comparison.html") as (page, requested):
+        rows = page.locator("table#comparison tbody tr")
+        assert rows.count() == len(comparison["methods"]) + 1
+        assert "teacher" in rows.nth(0).inner_text()
+        images = page.eval_on_selector_all(
+            "img", "els => els.map(e => ({complete: e.complete, width: e.naturalWidth, alt: e.alt}))")
+        assert len(images) == 2
+        assert all(i["complete"] and i["width"] > 0 and i["alt"] for i in images)
+        assert page.locator('table#comparison a[href="#method-albert"]').count() == 1
+        assert page.evaluate("document.getElementById('method-albert') !== null")
+        page.click('table#comparison a[href="#method-albert"]')
+        assert page.evaluate("location.hash") == "#method-albert"
+        assert "something <specific> & saved" in page.locator("#method-albert").inner_text()
+        assert all(u.startswith(("file:", "data:")) for u in requested), requested
