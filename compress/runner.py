@@ -21,6 +21,9 @@ from typing import Any
 
 import torch
 
+from compress.bench.inputs import speed_seq_len
+from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.timing import default_threads
 from compress.data.batching import make_dataloader
 from compress.data.load import load_task
 from compress.device import resolve_device
@@ -34,9 +37,11 @@ from compress.distill.training import Metrics, TrainConfig, evaluate, seed_every
 from compress.errors import CompressError
 from compress.methods import get_method, method_options
 from compress.models.checkpoints import save_encoder
+from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
-from compress.reports.run_record import run_metrics, write_report
+from compress.reports.run_record import run_metrics, write_run_record
 from compress.quantize.artefacts import QUANT_METHODS
+from compress.quantize.predictors import TorchPredictor
 from compress.quantize.run import quantize_run
 from compress.run_config import RunConfig, RunResult, out_dir
 from compress.teachers.finetune import finetune_teacher, tokenized_for
@@ -111,21 +116,27 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
         teacher_test = Metrics(**finetuned.record["test"])  # measured when the teacher was fine-tuned
         student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
         student.cpu()
+        speed = _speed(config, data, teacher=teacher.cpu(), student=student)
         layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
                               label_names=task.label_names)
         metrics = run_metrics(
             method=method.name, teacher=teacher.cpu(), student=student, teacher_test=teacher_test,
             student_test=student_test, seq_len=data.max_length, teacher_record=finetuned.record,
             teacher_dir=finetuned.directory, student_dir=tmp / "student", layout=layout, stages=stages, task=task,
-            seconds=time.perf_counter() - start,
+            seconds=time.perf_counter() - start, speed=speed,
         )
         full_config = {"run": asdict(config), "recipe": recipe.to_dict(), "options": asdict(options),
                        "teacher_dir": str(finetuned.directory), "teacher_config": teacher.config.to_dict(),
                        "max_length": data.max_length}
-        (tmp / "config.json").write_text(json.dumps(full_config, indent=2, default=str))
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        write_report(tmp / "report.md", metrics, full_config)
+        write_run_record(tmp, metrics, full_config, seed=config.seed)
     return RunResult(out, metrics)
+
+
+def _speed(config: RunConfig, data, **models: Encoder) -> dict[str, dict]:
+    """Each model's speed, measured one after another in this process on the same inputs."""
+    speed = SpeedConfig(threads=config.threads or default_threads())
+    seq_len = speed_seq_len(data)
+    return {name: measure_speed(TorchPredictor(model), data, seq_len, speed) for name, model in models.items()}
 
 
 def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,

@@ -12,6 +12,7 @@ import sys
 
 import typer
 
+from compress.cli import compare as compare_cli
 from compress.cli import data as data_cli
 from compress.cli import explain as explain_cli
 from compress.cli import run as run_cli
@@ -32,6 +33,8 @@ app.add_typer(teachers_cli.app, name="teacher", hidden=True)
 app.add_typer(data_cli.app, name="data")
 app.command("run")(run_cli.run)
 app.command("explain")(explain_cli.explain)
+app.command("compare")(compare_cli.compare)
+app.command("report")(compare_cli.report)
 
 
 def _fail(message: str, code: int) -> None:

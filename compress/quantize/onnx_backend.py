@@ -84,7 +84,11 @@ def quantize_dynamic_int8(source: Path, target: Path) -> None:
 
 
 def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mapping[str, np.ndarray]]) -> None:
-    """ONNX Runtime static int8 (QDQ, per-channel weights) with activation ranges from ``calibration``."""
+    """ONNX Runtime static int8 (QDQ, per-channel weights) with activation ranges from ``calibration``.
+
+    Activations are unsigned and weights signed (U8S8), the combination ONNX Runtime's x86 kernels
+    are fastest at.
+    """
     _require_onnxruntime()
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
     from onnxruntime.quantization import quantize_static
@@ -99,6 +103,6 @@ def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mappi
 
     prepared = _preprocess(source)
     quantize_static(str(prepared), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                     op_types_to_quantize=["MatMul", "Gather"], calibrate_method=CalibrationMethod.MinMax)
     prepared.unlink()

@@ -47,7 +47,7 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.predictors import TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
-from compress.reports.run_record import SCHEMA_VERSION, model_entry, weights_bytes, write_report
+from compress.reports.run_record import SCHEMA_VERSION, model_entry, weights_bytes, write_run_record
 from compress.run_config import RunConfig, RunResult, out_dir
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
@@ -194,10 +194,10 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
             "retention": student["accuracy"] / teacher["accuracy"] if teacher["accuracy"] else 0.0,
             "ratios": {k: teacher[k] / student[k] for k in ("params", "flops", "size_bytes")},
             "quantization": quantization, "stages": [],
+            "speed": {"source": fp32_speed, "student": measured[chosen]}
+            | ({"teacher": fp32_speed} if source.kind == "teacher" else {}),
         }
         full_config = {"run": asdict(config), "source": metrics["source"], "parent": source.parent,
                        "teacher": source.teacher_name, "max_length": source.data.max_length}
-        (tmp / "config.json").write_text(json.dumps(full_config, indent=2, default=str))
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        write_report(tmp / "report.md", metrics, full_config)
+        write_run_record(tmp, metrics, full_config, seed=config.seed)
     return RunResult(out, metrics)

@@ -1,31 +1,42 @@
-"""The record of one run: ``metrics.json`` (schema below) and ``report.md``.
+"""The record of one run: ``metrics.json`` (schema below), ``manifest.json`` and ``report.md``.
 
-metrics.json, schema version 1::
+metrics.json, schema version 2::
 
-    schema_version, method, seconds, seq_len
+    schema_version, method, kind ("distillation" or "quantization"), seconds, seq_len
     dataset   {name, fingerprint, sizes {train, dev, test}, label_names}
     teacher   {params, classifier_params, params_by_component, flops, size_bytes, accuracy, macro_f1, dev_accuracy}
     student   {params, classifier_params, params_by_component, flops, size_bytes, accuracy, macro_f1, layout, config}
+              (quantization runs add backend and dtype)
     retention student accuracy / teacher accuracy
     ratios    teacher / student for params, flops, size_bytes
-    stages    per stage: best epoch, best dev metrics, seconds
+    stages    per training stage: best epoch, best dev metrics, seconds ([] for quantization)
+    speed     {teacher?, student, source?}: each a compress.bench.speed measurement (latency_ms_p50,
+              latency_ms_p90 at batch 1, throughput at batch 32, peak_memory_bytes, seq_len, threads)
+    source, quantization   (quantization runs) what was quantized, backend, CPU features, measurements
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
+
+manifest.json: package versions, CPU model and features, threads, seed, git commit, split fingerprint.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from compress.bench.machine import manifest
 from compress.data.task import TaskData
 from compress.distill.training import Metrics
+from compress.errors import CompressError
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+REQUIRED = ("schema_version", "method", "kind", "dataset", "teacher", "student", "retention", "ratios",
+            "stages", "speed")
 
 # Why each method saves what it saves, filled with the run's own ratios (teacher / student).
 WHY = {
@@ -69,21 +80,48 @@ def model_entry(model: Encoder, test: Metrics, seq_len: int, size: int) -> dict[
 
 def run_metrics(*, method: str, teacher: Encoder, student: Encoder, teacher_test: Metrics, student_test: Metrics,
                 seq_len: int, teacher_record: dict[str, Any], teacher_dir: Path, student_dir: Path, layout: str,
-                stages: list[dict[str, Any]], task: TaskData, seconds: float) -> dict[str, Any]:
+                stages: list[dict[str, Any]], task: TaskData, seconds: float,
+                speed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The metrics.json of a run (see the module docstring for the schema)."""
     t = model_entry(teacher, teacher_test, seq_len, weights_bytes(teacher_dir))
     t["dev_accuracy"] = (teacher_record.get("dev") or {}).get("accuracy")
     s = model_entry(student, student_test, seq_len, weights_bytes(student_dir))
     s |= {"layout": layout, "config": student.config.to_dict()}
     return {
-        "schema_version": SCHEMA_VERSION, "method": method, "seconds": round(seconds, 1), "seq_len": seq_len,
+        "schema_version": SCHEMA_VERSION, "method": method, "kind": "distillation", "seconds": round(seconds, 1),
+        "seq_len": seq_len,
         "dataset": {"name": task.name, "fingerprint": task.fingerprint, "label_names": task.label_names,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},
         "teacher": t, "student": s,
         "retention": s["accuracy"] / t["accuracy"] if t["accuracy"] else 0.0,
         "ratios": {k: t[k] / s[k] for k in ("params", "flops", "size_bytes")},
-        "stages": stages,
+        "stages": stages, "speed": speed,
     }
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """A run's metrics.json, checked against this schema version; one-sentence error otherwise."""
+    try:
+        metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        raise CompressError(f"{run_dir} has no readable metrics.json; is it a complete run directory?") from None
+    if metrics.get("schema_version") != SCHEMA_VERSION:
+        raise CompressError(f"{run_dir}/metrics.json has schema version {metrics.get('schema_version')}, "
+                            f"this compress reads {SCHEMA_VERSION}; run it again.")
+    missing = [k for k in REQUIRED if k not in metrics]
+    if missing:
+        raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}.")
+    return metrics
+
+
+def write_run_record(directory: Path, metrics: dict[str, Any], config: dict[str, Any], *, seed: int) -> None:
+    """config.json, metrics.json, manifest.json and report.md of a run directory."""
+    threads = metrics["speed"]["student"]["threads"]
+    (directory / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    (directory / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    record = manifest(threads=threads, seed=seed, split_fingerprint=metrics["dataset"]["fingerprint"])
+    (directory / "manifest.json").write_text(json.dumps(record, indent=2))
+    write_report(directory / "report.md", metrics, config)
 
 
 def _row(*cells: str) -> str:
@@ -109,6 +147,7 @@ def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) ->
         _row("FLOPs per sequence", f"{t['flops']:,}", f"{s['flops']:,}", f"{metrics['ratios']['flops']:.2f}x"),
         _row("test accuracy", f"{t['accuracy']:.4f}", f"{s['accuracy']:.4f}", ""),
         _row("test macro-F1", f"{t['macro_f1']:.4f}", f"{s['macro_f1']:.4f}", ""),
+        *_speed_rows(metrics["speed"]),
         "",
         f"**Retention** (student accuracy / teacher accuracy): **{metrics['retention']:.1%}**.",
         "",
@@ -126,6 +165,20 @@ def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) ->
     lines.append(WHY[metrics["method"]].format(params=ratios["params"], flops=ratios["flops"],
                                                size=ratios["size_bytes"]))
     atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _speed_rows(speed: dict[str, Any]) -> list[str]:
+    """Latency and throughput rows, when the teacher was timed in the same process as the student."""
+    t, s = speed.get("teacher"), speed["student"]
+    if t is None:
+        return []
+    where = f"{s['seq_len']} tokens, {s['threads']} threads"
+    return [
+        _row(f"latency at batch 1, p50 (ms; {where})", f"{t['latency_ms_p50']:.2f}", f"{s['latency_ms_p50']:.2f}",
+             f"{t['latency_ms_p50'] / s['latency_ms_p50']:.2f}x faster"),
+        _row("throughput at batch 32 (examples/s)", f"{t['throughput']:.0f}", f"{s['throughput']:.0f}",
+             f"{s['throughput'] / t['throughput']:.2f}x more"),
+    ]
 
 
 def _training_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list[str]:

@@ -1,0 +1,74 @@
+"""`compress compare` (every method, one comparison) and `compress report DIR` (render it again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from compress.cli.common import console, err_console, print_json
+from compress.data.named import DEFAULT_DATASET
+from compress.teachers.registry import DEFAULT_TEACHER
+
+
+def compare(
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
+    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    methods: str | None = typer.Option(
+        None, help="Comma-separated methods (default: every student and quantization method)."),
+    out: str | None = typer.Option(None, help="Comparison directory (default: runs/compare-TEACHER-DATASET)."),
+    epochs: int | None = typer.Option(None, help="Epochs of every student's stages (default: each method's)."),
+    batch_size: int = typer.Option(32, help="Training batch size."),
+    seed: int = typer.Option(13, help="Seed of every run."),
+    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
+    seq_len: int | None = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile)."),
+    repeats: int = typer.Option(30, help="Timed batch-1 calls per model (the median is reported)."),
+    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
+    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
+    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
+    as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
+) -> None:
+    """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
+    from dataclasses import replace
+
+    from compress.compare import CompareConfig, compare as run_compare
+    from compress.teachers.finetune import FinetuneConfig
+
+    ft = FinetuneConfig()
+    ft = replace(ft, train=replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr,
+                                   batch_size=teacher_batch_size or ft.train.batch_size))
+    config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
+                           seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,
+                           teacher_finetune=ft)
+    if methods:
+        config.methods = [m.strip() for m in methods.split(",") if m.strip()]
+    directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{m}[/]"))
+    if as_json:
+        print_json(comparison)
+        return
+    console.print(_table(comparison))
+    console.print(f"comparison: {directory / 'comparison.html'} (and comparison.md, comparison.json)")
+
+
+def _table(comparison: dict) -> Table:
+    t = comparison["teacher"]
+    table = Table(title=f"{t['name']} on {comparison['dataset']['name']}: {comparison['threads']} threads, "
+                        f"{comparison['seq_len']} tokens", title_justify="left")
+    for name in ("method", "params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
+        table.add_column(name, justify="left" if name == "method" else "right")
+    table.add_row("teacher", f"{t['params'] / 1e6:.1f}M", f"{t['size_bytes'] / 1e6:.1f}", f"{t['accuracy']:.1%}",
+                  "", f"{t['latency_ms_p50']:.1f}", "1.00x")
+    for m in comparison["methods"]:
+        table.add_row(m["method"], f"{m['params'] / 1e6:.1f}M", f"{m['size_bytes'] / 1e6:.1f}", f"{m['accuracy']:.1%}",
+                      f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}", f"{m['speedup']:.2f}x")
+    return table
+
+
+def report(directory: Path = typer.Argument(..., help="A comparison directory (holding comparison.json).")) -> None:
+    """Render comparison.md, comparison.html and the plots again from comparison.json."""
+    from compress.reports.comparison import render_directory
+
+    for path in render_directory(directory):
+        console.print(f"wrote {path}")

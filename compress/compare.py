@@ -1,0 +1,170 @@
+"""`compress compare`: every method on one teacher and task, then one comparison measured in one process.
+
+Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
+
+    runs/METHOD/          one ordinary run directory per method (see compress.runner)
+    comparison.json       the numbers (schema in compress.reports.comparison)
+    comparison.md/.html   the table, the plots and what each method changed
+    *.png                 the plots
+
+A method whose run directory already holds a complete run made with the same configuration is
+reused, so an interrupted comparison resumes where it stopped and a repeated one trains nothing.
+Speed is always measured afresh at the end: the teacher and every method one after another in this
+process, on the same inputs and threads, so the speed-ups compare like with like.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from compress.bench.inputs import speed_seq_len
+from compress.bench.machine import cpu_features, manifest
+from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.timing import default_threads
+from compress.data.load import load_task
+from compress.errors import CompressError
+from compress.methods import METHODS
+from compress.models.checkpoints import load_encoder
+from compress.quantize.artefacts import QUANT_METHODS, load_artefact
+from compress.quantize.predictors import Predictor, TorchPredictor
+from compress.reports.comparison import write_comparison
+from compress.reports.run_record import WHY, read_metrics
+from compress.run_config import RunConfig
+from compress.runner import run
+from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
+from compress.teachers.registry import DEFAULT_TEACHER
+
+LABELS = {
+    "albert": "ALBERT (factorized embedding, shared layers)", "distilbert": "DistilBERT (half the layers)",
+    "tinybert": "TinyBERT-4 (narrow and shallow)", "int8": "dynamic int8", "static-int8": "static int8 (calibrated)",
+    "bf16": "bfloat16", "fp16": "float16", "onnx": "ONNX Runtime fp32",
+}
+
+
+def default_methods() -> list[str]:
+    """Every student method and every quantization method; fp16 only where the CPU computes in fp16."""
+    features = cpu_features()
+    fp16 = features.get("avx512_fp16") or features.get("amx_fp16")
+    return [*METHODS, *(m for m in QUANT_METHODS if m != "fp16" or fp16)]
+
+
+@dataclass
+class CompareConfig:
+    teacher: str = DEFAULT_TEACHER
+    dataset: str = "mr"
+    methods: list[str] = field(default_factory=default_methods)
+    out: str | None = None
+    epochs: int | None = None           # every student's stages (default: each method's recipe)
+    batch_size: int = 32
+    seed: int = 13
+    device: str = "auto"
+    threads: int | None = None
+    seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
+    repeats: int = 30
+    teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+
+
+def _run_config(config: CompareConfig, method: str, directory: Path) -> RunConfig:
+    return RunConfig(method=method, teacher=config.teacher, dataset=config.dataset,
+                     epochs=config.epochs if method in METHODS else None, batch_size=config.batch_size,
+                     seed=config.seed, device=config.device, threads=config.threads,
+                     teacher_finetune=config.teacher_finetune, out=str(directory), overwrite=True)
+
+
+def _same_config(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    def key(d: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in d.items() if k not in ("out", "overwrite")}, sort_keys=True, default=str)
+
+    return key(a) == key(b)
+
+
+def completed_run(directory: Path, config: RunConfig) -> dict[str, Any] | None:
+    """The metrics of a complete run in ``directory`` made with ``config``, or None."""
+    try:
+        recorded = json.loads((directory / "config.json").read_text())["run"]
+        metrics = read_metrics(directory)
+    except (OSError, ValueError, KeyError, CompressError):
+        return None
+    return metrics if _same_config(recorded, json.loads(json.dumps(asdict(config), default=str))) else None
+
+
+def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predictor:
+    if metrics["kind"] == "quantization":
+        return load_artefact(run_dir / "model", threads)
+    return TorchPredictor(load_encoder(run_dir / "student").model)
+
+
+def _explanation(method: str, metrics: dict[str, Any]) -> str:
+    ratios = metrics["ratios"]
+    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], size=ratios["size_bytes"])
+
+
+def compare(config: CompareConfig, console: Console | None = None,
+            progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run (or reuse) every method, measure them all, write the comparison; return its directory and data."""
+    say = progress or (lambda message: None)
+    unknown = [m for m in config.methods if m not in METHODS and m not in QUANT_METHODS]
+    if unknown or not config.methods:
+        known = ", ".join([*METHODS, *QUANT_METHODS])
+        raise CompressError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {known}.")
+    task = load_task(config.dataset)
+    out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
+    data = tokenized_for(finetuned, task)
+
+    runs: dict[str, tuple[Path, dict[str, Any]]] = {}
+    reused = []
+    for method in config.methods:
+        run_dir = out / "runs" / method
+        run_config = _run_config(config, method, run_dir)
+        metrics = completed_run(run_dir, run_config)
+        if metrics is None:
+            say(f"running {method}")
+            metrics = run(run_config).metrics
+        else:
+            reused.append(method)
+            say(f"reusing {run_dir}")
+        runs[method] = (run_dir, metrics)
+
+    threads = config.threads or default_threads()
+    speed_config = SpeedConfig(threads=threads, repeats=config.repeats)
+    seq_len = config.seq_len or speed_seq_len(data)
+    say(f"measuring speed: teacher and {len(runs)} methods, {threads} threads, {seq_len} tokens")
+    teacher_metrics = next(iter(runs.values()))[1]["teacher"]
+    teacher_speed = measure_speed(TorchPredictor(finetuned.load().model), data, seq_len, speed_config)
+    methods = []
+    for method, (run_dir, metrics) in runs.items():
+        speed = measure_speed(_predictor(metrics, run_dir, threads), data, seq_len, speed_config)
+        student = metrics["student"]
+        methods.append({
+            "method": method, "label": LABELS.get(method, method), "run_dir": str(run_dir), "kind": metrics["kind"],
+            "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
+            **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "flops", "accuracy", "macro_f1")},
+            "retention": metrics["retention"], "latency_ms_p50": speed["latency_ms_p50"],
+            "latency_ms_p90": speed["latency_ms_p90"], "throughput": speed["throughput"],
+            "peak_memory_bytes": speed["peak_memory_bytes"],
+            "speedup": teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
+            "throughput_speedup": speed["throughput"] / teacher_speed["throughput"],
+            "explanation": _explanation(method, metrics),
+        })
+    comparison = {
+        "schema_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seq_len": seq_len, "threads": threads, "speed": asdict(replace(speed_config, seq_len=seq_len)),
+        "dataset": {"name": task.name, "fingerprint": task.fingerprint,
+                    "sizes": {name: len(split) for name, split in task.splits.items()}},
+        "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
+        "teacher": {"name": config.teacher, **{k: teacher_metrics[k] for k in
+                    ("params", "params_by_component", "size_bytes", "flops", "accuracy", "macro_f1")},
+                    **{k: teacher_speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput",
+                                                       "peak_memory_bytes")}},
+        "methods": methods, "reused": reused,
+    }
+    write_comparison(comparison, out)
+    return out, comparison

@@ -1,0 +1,80 @@
+"""`compress compare` and `compress report` end to end through the real CLI, on a small teacher and a tiny CSV."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compress.compare import default_methods
+from compress.reports.comparison import REQUIRED_METHOD_FIELDS
+from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
+
+# Four layers of 312: the smallest teacher every method's default student fits (TinyBERT-4 is 4 x 312).
+FAST = ("--epochs", "1", "--batch-size", "16", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
+        "--teacher-batch-size", "16", "--threads", "1", "--repeats", "3")
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    teacher = make_tiny_teacher(root / "teacher", layers=4, hidden=312)
+    csv = write_tiny_csv(root / "reviews.csv", copies=4)
+    env = {"COMPRESS_CACHE": str(root / "cache")}
+    args = ("compare", "--teacher", str(teacher), "--dataset", str(csv), "--out", str(root / "cmp"), *FAST, "--json")
+    first = run_cli(*args, env=env)
+    assert first.returncode == 0, first.stderr
+    return {"root": root, "out": root / "cmp", "args": args, "env": env, "first": json.loads(first.stdout)}
+
+
+def test_comparison_has_every_method_with_every_field(compared):
+    data = json.loads((compared["out"] / "comparison.json").read_text())
+    assert data == compared["first"]
+    assert [m["method"] for m in data["methods"]] == default_methods()
+    teacher = data["teacher"]
+    for m in data["methods"]:
+        for name in REQUIRED_METHOD_FIELDS:
+            assert isinstance(m[name], (int, float)) and m[name] >= 0, (m["method"], name)
+        assert m["speedup"] == pytest.approx(teacher["latency_ms_p50"] / m["latency_ms_p50"])
+        assert m["retention"] == pytest.approx(m["accuracy"] / teacher["accuracy"])
+        metrics = json.loads((compared["out"] / "runs" / m["method"] / "metrics.json").read_text())
+        assert m["size_bytes"] == metrics["student"]["size_bytes"] and m["explanation"]
+    by_name = {m["method"]: m for m in data["methods"]}
+    assert by_name["int8"]["params"] == teacher["params"]            # quantization keeps every parameter...
+    assert by_name["int8"]["size_bytes"] < teacher["size_bytes"]     # ...in fewer bytes
+    assert by_name["albert"]["params"] < teacher["params"]
+    assert by_name["albert"]["flops"] >= teacher["flops"]  # sharing saves parameters, not FLOPs (E -> H adds some)
+    assert data["manifest"]["threads"] == 1 and data["manifest"]["packages"]["torch"]
+    for name in ("comparison.md", "comparison.html", "accuracy_vs_latency.png", "params_by_component.png"):
+        assert (compared["out"] / name).stat().st_size > 0
+    for run in (compared["out"] / "runs").iterdir():
+        assert (run / "manifest.json").is_file()
+
+
+def test_the_real_comparison_renders_in_a_browser(compared):
+    with chromium_page(compared["out"] / "comparison.html") as (page, _):
+        assert page.locator("table#comparison tbody tr").count() == len(default_methods()) + 1
+        images = page.eval_on_selector_all("img", "els => els.map(e => e.complete && e.naturalWidth > 0)")
+        assert images and all(images)
+
+
+def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
+    runs = compared["out"] / "runs"
+    stamps = {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()}
+    again = run_cli(*compared["args"], env=compared["env"])
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["reused"] == default_methods()
+    assert {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()} == stamps
+
+    (compared["out"] / "comparison.html").unlink()
+    done = run_cli("report", str(compared["out"]))
+    assert done.returncode == 0, done.stderr
+    assert "<table" in (compared["out"] / "comparison.html").read_text()
+
+
+def test_unknown_method_is_one_line(compared):
+    done = run_cli("compare", "--methods", "albert,pruning", "--out", str(compared["root"] / "never"),
+                   env=compared["env"])
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "pruning" in done.stderr and "known: albert" in done.stderr
+    assert not (compared["root"] / "never").exists()
