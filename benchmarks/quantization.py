@@ -25,13 +25,11 @@ import numpy as np
 from compress.bench.inputs import speed_batch
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.timing import fixed_threads
-from compress.data.batching import tokenize_task
 from compress.data.load import load_task
-from compress.models.checkpoints import load_encoder
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
+from compress.quantize.run import calibration_batches, run_source
 from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.teachers.registry import load_tokenizer
 
 # (method, backend) pairs timed against PyTorch fp32.
 VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("onnx", "onnxruntime"),
@@ -40,11 +38,8 @@ VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("onnx", "o
 
 def _source(args: argparse.Namespace):
     if args.run:
-        run = Path(args.run)
-        config = json.loads((run / "config.json").read_text())
-        task = load_task(config["run"]["dataset"])
-        data = tokenize_task(task, load_tokenizer(str(run / "student")), max_length=config["max_length"])
-        return load_encoder(run / "student").model, data, f"student of {run}"
+        source = run_source(Path(args.run))
+        return source.model, source.data, f"student of {args.run}"
     task = load_task(args.dataset)
     finetuned = finetune_teacher(args.teacher, task)
     return finetuned.load().model, tokenized_for(finetuned, task), f"fine-tuned {args.teacher} on {args.dataset}"
@@ -53,11 +48,10 @@ def _source(args: argparse.Namespace):
 def _variants(model, data, directory: Path, threads: int, skip_slow: bool) -> dict[str, Predictor]:
     features = cpu_features()
     predictors: dict[str, Predictor] = {"fp32 torch": TorchPredictor(model)}
-    calibration = [{k: v.numpy() for k, v in b.items() if k != "labels"}
-                   for _, b in zip(range(8), data.dataloader("train", batch_size=32, seed=0))]
+    calibration = calibration_batches(data, seed=13)  # what `compress run static-int8` calibrates on
     for method, backend in VARIANTS:
         name = f"{QUANT_METHODS[method].dtype} {backend}" + (" static" if method == "static-int8" else "")
-        reason = unavailable(backend)
+        reason = unavailable(QUANT_METHODS[method], backend)
         if method == "fp16" and not (features.get("avx512_fp16") or features.get("amx_fp16")) and skip_slow:
             reason = "no fp16 units on this CPU (AVX512-FP16 / AMX-FP16); pass --all to time it anyway"
         if reason:
@@ -95,13 +89,14 @@ def main() -> None:
         # slow the next one down on a small machine), in two passes, the second in reverse order, so
         # no model is always measured first or last.
         times = {name: {b: [] for b in batch_sizes} for name in predictors}
+        per_pass = -(-args.repeats // 2)
         order = list(predictors)
         for names in (order, order[::-1]):
             for name in names:
                 for b, batch in inputs.items():
                     for _ in range(args.warmup):       # first calls allocate and pick kernels
                         predictors[name](batch)
-                    for _ in range(args.repeats // 2 + args.repeats % 2):
+                    for _ in range(per_pass):
                         start = perf_counter()
                         predictors[name](batch)
                         times[name][b].append(perf_counter() - start)
@@ -109,7 +104,7 @@ def main() -> None:
     medians = {name: {b: 1000 * float(np.median(t)) for b, t in per.items()} for name, per in times.items()}
     base = medians["fp32 torch"]
     print(f"{what}; CPU {cpu_model()}; {args.threads} threads; sequence length {args.seq_len}; "
-          f"median of {args.repeats} calls after {args.warmup} warm-up calls")
+          f"median of {2 * per_pass} calls (two passes) after {args.warmup} warm-up calls per pass")
     header = "".join(f"{f'batch {b} (ms)':>16}{'speed-up':>10}" for b in batch_sizes)
     print(f"{'backend':<22}{header}")
     for name, per in medians.items():

@@ -10,14 +10,15 @@ Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
 A method whose run directory already holds a complete run made with the same configuration is
 reused, so an interrupted comparison resumes where it stopped and a repeated one trains nothing.
 Speed is always measured afresh at the end: the teacher and every method one after another in this
-process, on the same inputs and threads, so the speed-ups compare like with like.
+process, on the same inputs and threads, in two passes (the second in reverse order, each model
+keeping its faster pass), so the speed-ups compare like with like.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from rich.console import Console
 
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import cpu_features, manifest
-from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
@@ -35,11 +36,11 @@ from compress.models.checkpoints import load_encoder
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import write_comparison
-from compress.reports.run_record import WHY, read_metrics
+from compress.reports.run_record import explanation, read_metrics
 from compress.run_config import RunConfig
 from compress.runner import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.teachers.registry import DEFAULT_TEACHER
+from compress.teachers.registry import DEFAULT_TEACHER, teacher_config
 
 LABELS = {
     "albert": "ALBERT (factorized embedding, shared layers)", "distilbert": "DistilBERT (half the layers)",
@@ -78,32 +79,29 @@ def _run_config(config: CompareConfig, method: str, directory: Path) -> RunConfi
                      teacher_finetune=config.teacher_finetune, out=str(directory), overwrite=True)
 
 
-def _same_config(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    def key(d: dict[str, Any]) -> str:
-        return json.dumps({k: v for k, v in d.items() if k not in ("out", "overwrite")}, sort_keys=True, default=str)
-
-    return key(a) == key(b)
+# Settings that change where a run is written or how it is timed, not what it trains.
+NOT_RESULT = ("out", "overwrite", "threads")
 
 
-def completed_run(directory: Path, config: RunConfig) -> dict[str, Any] | None:
-    """The metrics of a complete run in ``directory`` made with ``config``, or None."""
+def _config_key(run: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in run.items() if k not in NOT_RESULT}, sort_keys=True, default=str)
+
+
+def completed_run(directory: Path, config: RunConfig, split_fingerprint: str) -> dict[str, Any] | None:
+    """The metrics of a complete run in ``directory`` made with ``config`` on the same data split, or None."""
     try:
         recorded = json.loads((directory / "config.json").read_text())["run"]
         metrics = read_metrics(directory)
     except (OSError, ValueError, KeyError, CompressError):
         return None
-    return metrics if _same_config(recorded, json.loads(json.dumps(asdict(config), default=str))) else None
+    same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
+    return metrics if same and metrics["dataset"]["fingerprint"] == split_fingerprint else None
 
 
 def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predictor:
     if metrics["kind"] == "quantization":
         return load_artefact(run_dir / "model", threads)
     return TorchPredictor(load_encoder(run_dir / "student").model)
-
-
-def _explanation(method: str, metrics: dict[str, Any]) -> str:
-    ratios = metrics["ratios"]
-    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], size=ratios["size_bytes"])
 
 
 def compare(config: CompareConfig, console: Console | None = None,
@@ -114,6 +112,11 @@ def compare(config: CompareConfig, console: Console | None = None,
     if unknown or not config.methods:
         known = ", ".join([*METHODS, *QUANT_METHODS])
         raise CompressError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {known}.")
+    threads = default_threads() if config.threads is None else config.threads
+    speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
+    positions = teacher_config(config.teacher).max_positions
+    if config.seq_len is not None and not 2 <= config.seq_len <= positions:
+        raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
     task = load_task(config.dataset)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
@@ -124,7 +127,7 @@ def compare(config: CompareConfig, console: Console | None = None,
     for method in config.methods:
         run_dir = out / "runs" / method
         run_config = _run_config(config, method, run_dir)
-        metrics = completed_run(run_dir, run_config)
+        metrics = completed_run(run_dir, run_config, task.fingerprint)
         if metrics is None:
             say(f"running {method}")
             metrics = run(run_config).metrics
@@ -133,16 +136,15 @@ def compare(config: CompareConfig, console: Console | None = None,
             say(f"reusing {run_dir}")
         runs[method] = (run_dir, metrics)
 
-    threads = config.threads or default_threads()
-    speed_config = SpeedConfig(threads=threads, repeats=config.repeats)
     seq_len = config.seq_len or speed_seq_len(data)
     say(f"measuring speed: teacher and {len(runs)} methods, {threads} threads, {seq_len} tokens")
-    teacher_metrics = next(iter(runs.values()))[1]["teacher"]
-    teacher_speed = measure_speed(TorchPredictor(finetuned.load().model), data, seq_len, speed_config)
+    predictors = {"teacher": TorchPredictor(finetuned.load().model)}
+    predictors |= {method: _predictor(metrics, run_dir, threads) for method, (run_dir, metrics) in runs.items()}
+    speeds = measure_all(predictors, data, seq_len, speed_config)
+    teacher_metrics, teacher_speed = next(iter(runs.values()))[1]["teacher"], speeds["teacher"]
     methods = []
     for method, (run_dir, metrics) in runs.items():
-        speed = measure_speed(_predictor(metrics, run_dir, threads), data, seq_len, speed_config)
-        student = metrics["student"]
+        speed, student = speeds[method], metrics["student"]
         methods.append({
             "method": method, "label": LABELS.get(method, method), "run_dir": str(run_dir), "kind": metrics["kind"],
             "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
@@ -152,11 +154,11 @@ def compare(config: CompareConfig, console: Console | None = None,
             "peak_memory_bytes": speed["peak_memory_bytes"],
             "speedup": teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
             "throughput_speedup": speed["throughput"] / teacher_speed["throughput"],
-            "explanation": _explanation(method, metrics),
+            "explanation": explanation(method, metrics["ratios"]),
         })
     comparison = {
         "schema_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seq_len": seq_len, "threads": threads, "speed": asdict(replace(speed_config, seq_len=seq_len)),
+        "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": 2},
         "dataset": {"name": task.name, "fingerprint": task.fingerprint,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},
         "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),

@@ -13,10 +13,8 @@ leaves nothing behind):
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,16 +31,16 @@ from compress.distill.layer_maps import parse_layer_map, teacher_layers
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
-from compress.distill.training import Metrics, TrainConfig, evaluate, seed_everything, train_stage
+from compress.distill.training import TrainConfig, evaluate, seed_everything, train_stage
 from compress.errors import CompressError
 from compress.methods import get_method, method_options
 from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
-from compress.reports.run_record import run_metrics, write_run_record
-from compress.quantize.artefacts import QUANT_METHODS
+from compress.quantize.artefacts import QUANT_METHODS, get_quant_method
 from compress.quantize.predictors import TorchPredictor
-from compress.quantize.run import quantize_run
+from compress.quantize.run import quantize_run, usable_backends
+from compress.reports.run_record import run_metrics, write_run_record
 from compress.run_config import RunConfig, RunResult, out_dir
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
@@ -63,13 +61,23 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Carry out one run (and the quantization it chains with ``then``)."""
     if config.method in QUANT_METHODS:
         return quantize_run(config, show_progress)
-    if config.then is not None and config.then not in QUANT_METHODS:
+    if config.then is None:
+        if config.target != "teacher" or config.backend != "auto":
+            raise CompressError(f"--target and --backend are for quantization; {config.method} trains a student "
+                                "(add --then int8 to quantize it afterwards).")
+        return distillation_run(config, show_progress)
+    if config.then not in QUANT_METHODS:
         raise CompressError(f"--then takes a quantization method ({', '.join(QUANT_METHODS)}), not {config.then!r}.")
+    if config.target != "teacher":
+        raise CompressError("--target does not apply with --then: the student this run trains is quantized.")
+    chained = replace(config, method=config.then, then=None, options={}, epochs=None, lr=None, layer_map=None,
+                      patience=None)
+    usable_backends(get_quant_method(config.then), config.backend)  # fail before training, not after
+    if config.out:
+        out_dir(replace(chained, out=f"{config.out}-{config.then}"), "")
     result = distillation_run(config, show_progress)
-    if config.then:
-        chained = replace(config, method=config.then, target=str(result.directory), then=None, options={},
-                          epochs=None, lr=None, layer_map=None, out=f"{result.directory}-{config.then}")
-        result.chained = quantize_run(chained, show_progress)
+    chained = replace(chained, target=str(result.directory), out=f"{result.directory}-{config.then}")
+    result.chained = quantize_run(chained, show_progress)
     return result
 
 
@@ -77,8 +85,8 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
     """Train one student; every check that can fail on bad input happens before any training."""
     method = get_method(config.method)
     options = method_options(method, config.options)
-    if config.batch_size <= 0 or (config.epochs is not None and config.epochs <= 0):
-        raise CompressError("--batch-size and --epochs must be positive integers.")
+    if config.batch_size <= 0 or any(v is not None and v <= 0 for v in (config.epochs, config.threads)):
+        raise CompressError("--batch-size, --epochs and --threads must be positive integers.")
     teacher_shape = teacher_config(config.teacher)
     resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
     task = load_task(config.dataset, text_column=config.text_column,
@@ -113,14 +121,13 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
         for stage in recipe.stages:
             stages.append(_train(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                  config, device, log, show_progress))
-        teacher_test = Metrics(**finetuned.record["test"])  # measured when the teacher was fine-tuned
         student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
         student.cpu()
         speed = _speed(config, data, teacher=teacher.cpu(), student=student)
         layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
                               label_names=task.label_names)
         metrics = run_metrics(
-            method=method.name, teacher=teacher.cpu(), student=student, teacher_test=teacher_test,
+            method=method.name, teacher=teacher.cpu(), student=student,
             student_test=student_test, seq_len=data.max_length, teacher_record=finetuned.record,
             teacher_dir=finetuned.directory, student_dir=tmp / "student", layout=layout, stages=stages, task=task,
             seconds=time.perf_counter() - start, speed=speed,

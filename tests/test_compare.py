@@ -24,7 +24,8 @@ def compared(tmp_path_factory):
     args = ("compare", "--teacher", str(teacher), "--dataset", str(csv), "--out", str(root / "cmp"), *FAST, "--json")
     first = run_cli(*args, env=env)
     assert first.returncode == 0, first.stderr
-    return {"root": root, "out": root / "cmp", "args": args, "env": env, "first": json.loads(first.stdout)}
+    return {"root": root, "out": root / "cmp", "args": args, "env": env, "csv": csv,
+            "first": json.loads(first.stdout)}
 
 
 def test_comparison_has_every_method_with_every_field(compared):
@@ -34,17 +35,19 @@ def test_comparison_has_every_method_with_every_field(compared):
     teacher = data["teacher"]
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:
-            assert isinstance(m[name], (int, float)) and m[name] >= 0, (m["method"], name)
+            assert isinstance(m[name], (int, float)) and m[name] > 0, (m["method"], name)
+        assert m["peak_memory_bytes"] > 0  # a batch of 32 needs memory of its own, whatever ran before
         assert m["speedup"] == pytest.approx(teacher["latency_ms_p50"] / m["latency_ms_p50"])
         assert m["retention"] == pytest.approx(m["accuracy"] / teacher["accuracy"])
         metrics = json.loads((compared["out"] / "runs" / m["method"] / "metrics.json").read_text())
         assert m["size_bytes"] == metrics["student"]["size_bytes"] and m["explanation"]
     by_name = {m["method"]: m for m in data["methods"]}
-    assert by_name["int8"]["params"] == teacher["params"]            # quantization keeps every parameter...
-    assert by_name["int8"]["size_bytes"] < teacher["size_bytes"]     # ...in fewer bytes
+    assert by_name["int8"]["size_bytes"] < teacher["size_bytes"] / 2  # int8 weights: a quarter of fp32's bytes
+    assert by_name["bf16"]["size_bytes"] < teacher["size_bytes"] * 0.51  # bf16: half
     assert by_name["albert"]["params"] < teacher["params"]
     assert by_name["albert"]["flops"] >= teacher["flops"]  # sharing saves parameters, not FLOPs (E -> H adds some)
-    assert data["manifest"]["threads"] == 1 and data["manifest"]["packages"]["torch"]
+    assert data["manifest"]["threads"] == data["threads"] == data["speed"]["threads"] == 1
+    assert data["manifest"]["packages"]["torch"] and data["speed"]["passes"] == 2
     for name in ("comparison.md", "comparison.html", "accuracy_vs_latency.png", "params_by_component.png"):
         assert (compared["out"] / name).stat().st_size > 0
     for run in (compared["out"] / "runs").iterdir():
@@ -66,6 +69,13 @@ def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
     assert json.loads(again.stdout)["reused"] == default_methods()
     assert {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()} == stamps
 
+    # Threads change how speed is measured, not what was trained: still every run reused.
+    args = list(compared["args"])
+    args[args.index("--threads") + 1] = "2"
+    other = run_cli(*args, env=compared["env"])
+    assert other.returncode == 0, other.stderr
+    assert json.loads(other.stdout)["reused"] == default_methods() and json.loads(other.stdout)["threads"] == 2
+
     (compared["out"] / "comparison.html").unlink()
     done = run_cli("report", str(compared["out"]))
     assert done.returncode == 0, done.stderr
@@ -78,3 +88,11 @@ def test_unknown_method_is_one_line(compared):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "pruning" in done.stderr and "known: albert" in done.stderr
     assert not (compared["root"] / "never").exists()
+
+
+def test_changed_data_is_trained_again(compared):
+    # Same file name, other content (runs last: it rewrites the module's CSV).
+    write_tiny_csv(compared["csv"], copies=5)
+    done = run_cli(*compared["args"], "--methods", "int8", env=compared["env"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["reused"] == []

@@ -13,6 +13,7 @@ from compress.models.encoder import Encoder
 from compress.quantize import artefacts, onnx_backend, torch_backend
 from compress.quantize.artefacts import QUANT_METHODS, artefact_bytes, load_artefact, write_artefact
 from compress.quantize.predictors import TorchPredictor
+from compress.quantize.run import usable_backends
 from helpers import padded_batch, tiny_config
 
 
@@ -28,9 +29,14 @@ def inputs() -> dict[str, np.ndarray]:
     return {k: v.numpy() for k, v in padded_batch(vocab_size=2000).items()}
 
 
-def _write(method: str, backend: str, model: Encoder, directory, inputs=None):
+def _calibration() -> list[dict[str, np.ndarray]]:
+    """Other sentences than the ones scored, as calibration on training data would be."""
+    return [{k: v.numpy() for k, v in padded_batch(vocab_size=2000, seed=seed).items()} for seed in (1, 2, 3, 4)]
+
+
+def _write(method: str, backend: str, model: Encoder, directory):
     directory.mkdir()
-    calibration = [inputs] * 4 if method == "static-int8" else None
+    calibration = _calibration() if method == "static-int8" else None
     write_artefact(QUANT_METHODS[method], backend, model, directory, calibration=calibration, label_names=["a", "b", "c"])
     return load_artefact(directory, threads=1)
 
@@ -49,7 +55,7 @@ def test_onnx_fp32_matches_pytorch_within_1e_4(model, inputs, tmp_path):
                                              ("static-int8", "onnxruntime"), ("bf16", "torch")])
 def test_each_backend_stays_close_to_fp32_and_is_smaller(model, inputs, tmp_path, method, backend):
     fp32 = _write("onnx", "onnxruntime", model, tmp_path / "fp32")
-    predictor = _write(method, backend, model, tmp_path / "q", inputs)
+    predictor = _write(method, backend, model, tmp_path / "q")
     reference = fp32(inputs)
     scale = np.abs(reference).max()
     assert np.abs(predictor(inputs) - reference).max() < 0.1 * scale  # quantization error, not a broken model
@@ -76,7 +82,18 @@ def test_half_artefact_holds_half_precision_tensors(model, tmp_path):
     assert model.attention[0].query.weight.dtype == torch.float32  # the source is left alone
 
 
-def test_backend_choice_is_checked(monkeypatch):
+def test_fp16_artefact_runs_and_a_method_never_falls_back_to_another_backend(model, inputs, tmp_path):
+    predictor = _write("fp16", "torch", model, tmp_path / "fp16")
+    assert predictor.dtype == "fp16"
+    np.testing.assert_allclose(predictor(inputs), TorchPredictor(model)(inputs), atol=1e-2, rtol=0)
+    with pytest.raises(CompressError, match="static-int8 runs on onnxruntime, not torch"):
+        write_artefact(QUANT_METHODS["static-int8"], "torch", model, tmp_path)
+    (tmp_path / "fp16" / "quantized.json").write_text('{"format": "something-else"}')
+    with pytest.raises(CompressError, match="not a version 1 compress quantized model"):
+        load_artefact(tmp_path / "fp16", threads=1)
+
+
+def test_backend_choice_is_checked():
     assert artefacts.candidate_backends(QUANT_METHODS["int8"], "auto") == ["onnxruntime", "torch"]
     with pytest.raises(CompressError, match="bf16 runs on torch, not onnxruntime"):
         artefacts.candidate_backends(QUANT_METHODS["bf16"], "onnxruntime")
@@ -88,11 +105,13 @@ def test_backend_choice_is_checked(monkeypatch):
 
 def test_a_missing_onnxruntime_is_one_clear_line(monkeypatch, model, tmp_path):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now raises ImportError
-    reason = artefacts.unavailable("onnxruntime")
+    reason = artefacts.unavailable(QUANT_METHODS["int8"], "onnxruntime")
     assert reason is not None and "pip install onnx onnxruntime" in reason and "\n" not in reason
     with pytest.raises(CompressError, match="pip install"):
         onnx_backend.export_onnx(model, tmp_path / "m.onnx")
-    assert artefacts.unavailable("torch") is None
+    with pytest.raises(CompressError, match="onnx cannot run here: ONNX Runtime is not installed"):
+        usable_backends(QUANT_METHODS["onnx"], "auto")
+    assert usable_backends(QUANT_METHODS["int8"], "auto") == (["torch"], {"onnxruntime": reason})
 
 
 def test_half_precision_needs_cpu_support_to_be_fast():

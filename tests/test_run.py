@@ -95,6 +95,8 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("int8", "--backend", "tvm"), "unknown backend 'tvm'"),
         (("int8", "--sharing", "all"), "int8 trains nothing"),
         (("int8", "--target", "no/such/run"), "--target must be 'teacher' or a run directory"),
+        (("distilbert", "--then", "bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
+        (("albert", "--backend", "torch"), "--target and --backend are for quantization"),
     ],
 )
 def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compress.data.batching import TokenizedTask
+from compress.errors import CompressError
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -16,14 +17,17 @@ def speed_seq_len(data: TokenizedTask, percentile: float = 95.0, split: str = "t
 
 
 def speed_batch(data: TokenizedTask, batch_size: int, seq_len: int, split: str = "test") -> dict[str, np.ndarray]:
-    """``batch_size`` real examples of ``split``, each padded or cut to exactly ``seq_len`` tokens.
+    """``batch_size`` real examples of ``split``, each exactly ``seq_len`` tokens long.
 
-    Every example is as long as ``seq_len``: the attention mask is all ones, so padding does not make
-    one backend look faster than another. The split is cycled when it has fewer examples.
+    Longer examples are cut; shorter ones are filled by repeating their own tokens, so every row is
+    real text and the attention mask is all ones (padding would let a runtime skip work and look
+    faster). The split is cycled when it has fewer examples. Token types are all 0.
     """
     if batch_size < 1 or seq_len < 2:
         raise ValueError("batch_size must be >= 1 and seq_len >= 2")
     split_data = data.splits[split]
+    if len(split_data) == 0:
+        raise CompressError(f"the {split} split is empty; speed is measured on its examples.")
     batch = {name: np.zeros((batch_size, seq_len), dtype=np.int64) for name in INPUT_NAMES}
     pad = data.collator.pad_token_id
     for row in range(batch_size):

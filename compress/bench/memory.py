@@ -8,6 +8,7 @@ point: it compares backends that do not share an allocator.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import sys
@@ -63,14 +64,25 @@ class _Sampler(threading.Thread):
         self.record()
 
 
+def _return_free_memory() -> None:
+    """Hand freed heap memory back to the system (glibc), so a model measured after another one
+    cannot reuse what the first freed and appear to need nothing."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
 def peak_memory_bytes(fn: Callable[[], object], interval: float = 0.001) -> int:
     """Peak growth of resident memory while ``fn`` runs, relative to just before the call.
 
     Memory still held by the return value is included: it is sampled before being dropped.
+    Freed heap memory is returned to the system first, so earlier work does not hide this call's.
     Without ``/proc`` only growth beyond the process's earlier peak can be seen.
     """
     if interval <= 0:
         raise ValueError(f"interval must be positive, got {interval}")
+    _return_free_memory()
     baseline = rss_bytes()
     sampler = _Sampler(interval)
     sampler.start()

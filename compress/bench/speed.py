@@ -9,15 +9,15 @@ from compress.bench.inputs import speed_batch
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call
 from compress.data.batching import TokenizedTask
+from compress.errors import CompressError
 from compress.quantize.predictors import Predictor
 
 
 @dataclass
 class SpeedConfig:
-    """How speed is measured. ``seq_len`` None: the 95th percentile of the test split's token lengths."""
+    """How speed is measured (the sequence length is chosen from the data, see bench.inputs.speed_seq_len)."""
 
     threads: int = field(default_factory=default_threads)
-    seq_len: int | None = None
     warmup: int = 5
     repeats: int = 30           # timed calls at batch 1
     batch_size: int = 32
@@ -25,7 +25,7 @@ class SpeedConfig:
 
     def __post_init__(self) -> None:
         if self.threads < 1 or self.repeats < 1 or self.batch_repeats < 1 or self.batch_size < 1:
-            raise ValueError("threads, repeats, batch_repeats and batch_size must be positive")
+            raise CompressError("threads, repeats and batch sizes of speed measurement must be positive integers.")
 
 
 def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, config: SpeedConfig) -> dict[str, Any]:
@@ -49,3 +49,15 @@ def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, confi
         "batch_ms_p50": batched.p50_ms, "throughput": batched.throughput, "peak_memory_bytes": peak,
         "config": asdict(config),
     }
+
+
+def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: int,
+                config: SpeedConfig) -> dict[str, dict[str, Any]]:
+    """:func:`measure_speed` of every predictor, in two passes (the second in reverse order), keeping
+    each one's faster pass: no model is always measured first or last, and one slow spell of a shared
+    machine does not decide a comparison."""
+    passes: dict[str, list[dict[str, Any]]] = {name: [] for name in predictors}
+    for order in (list(predictors), list(predictors)[::-1]):
+        for name in order:
+            passes[name].append(measure_speed(predictors[name], data, seq_len, config))
+    return {name: min(runs, key=lambda m: m["latency_ms_p50"]) | {"passes": len(runs)} for name, runs in passes.items()}

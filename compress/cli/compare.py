@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compress.cli.common import console, err_console, print_json
+from compress.cli.common import console, err_console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -31,17 +31,12 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
-    from dataclasses import replace
+    from compress.compare import CompareConfig
+    from compress.compare import compare as run_compare
 
-    from compress.compare import CompareConfig, compare as run_compare
-    from compress.teachers.finetune import FinetuneConfig
-
-    ft = FinetuneConfig()
-    ft = replace(ft, train=replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr,
-                                   batch_size=teacher_batch_size or ft.train.batch_size))
     config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
                            seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,
-                           teacher_finetune=ft)
+                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
     if methods:
         config.methods = [m.strip() for m in methods.split(",") if m.strip()]
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{m}[/]"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from compress.cli.common import console, print_json
+from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.methods import METHODS
 from compress.quantize.artefacts import QUANT_METHODS
@@ -53,11 +53,10 @@ def run(
     threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
 ) -> None:
-    """Fine-tune (or reuse) the teacher, train the METHOD student, evaluate both, write a run directory."""
-    from dataclasses import replace
-
-    from compress.runner import RunConfig, run as run_method
-    from compress.teachers.finetune import FinetuneConfig
+    """Train a student (albert, distilbert, tinybert) or quantize a model (int8, static-int8, bf16, fp16, onnx),
+    evaluate it against the fine-tuned teacher, and write a run directory."""
+    from compress.runner import RunConfig
+    from compress.runner import run as run_method
 
     given = {"embedding_size": embedding_size, "sharing": sharing, "groups": groups,
              "dropout": False if no_dropout else None, "hidden_loss": True if hidden_loss else None,
@@ -65,15 +64,12 @@ def run(
              "general_distillation": True if general_distillation else None, "init_from": init_from,
              "augment_copies": augment}
     options = {k: v for k, v in given.items() if v is not None}
-    ft = FinetuneConfig()
-    ft_train = replace(ft.train, epochs=teacher_epochs or ft.train.epochs, lr=teacher_lr or ft.train.lr,
-                       batch_size=teacher_batch_size or ft.train.batch_size)
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
         overwrite=overwrite, target=target, backend=backend, then=then, threads=threads,
-        teacher_finetune=replace(ft, train=ft_train),
+        teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
     )
     result = run_method(config, show_progress=not as_json)
     runs = [r for r in (result, result.chained) if r is not None]
@@ -97,8 +93,11 @@ def _summary(m: dict, directory) -> None:
     )
     if "quantization" in m:
         q = m["quantization"]
-        chosen = q["measured"][q["backend"]]
+        chosen = m["speed"]["student"]
         console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q['fp32_speed']['latency_ms_p50']:.1f}"
                       f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
                       f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32")
+        console.print(f"  backend {q['backend']}: {q['chosen_by']}")
+        if q["note"]:
+            console.print(f"  [yellow]note:[/] {q['note']}")
     console.print(f"run directory: {directory} (report.md, metrics.json)")

@@ -71,9 +71,11 @@ def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
     return [backend]
 
 
-def unavailable(backend: str) -> str | None:
-    """None when ``backend`` can run here, else why not (one sentence)."""
-    return onnx_backend.onnxruntime_available() if backend == "onnxruntime" else torch_backend.torch_int8_available()
+def unavailable(method: QuantMethod, backend: str) -> str | None:
+    """None when ``method`` can run on ``backend`` here, else why not (one sentence)."""
+    if backend == "onnxruntime":
+        return onnx_backend.onnxruntime_available()
+    return torch_backend.torch_int8_available() if method.dtype == "int8" else None
 
 
 def weights_file(backend: str) -> str:
@@ -90,6 +92,7 @@ def write_artefact(
     label_names: list[str] | None = None,
 ) -> None:
     """Quantize ``model`` (fp32, not modified) with ``method`` on ``backend`` into ``directory`` (it must exist)."""
+    candidate_backends(method, backend)  # a backend the method does not run on is an error, not a fallback
     directory = Path(directory)
     weights = directory / weights_file(backend)
     if backend == "onnxruntime":
@@ -118,9 +121,12 @@ def write_artefact(
 
 def read_manifest(directory: Path) -> dict[str, Any]:
     try:
-        return json.loads((Path(directory) / MANIFEST).read_text())
+        manifest = json.loads((Path(directory) / MANIFEST).read_text())
     except (OSError, ValueError):
         raise CompressError(f"{directory} holds no quantized model ({MANIFEST} is missing or unreadable).") from None
+    if manifest.get("format") != "compress-quantized" or manifest.get("version") != FORMAT_VERSION:
+        raise CompressError(f"{directory}/{MANIFEST} is not a version {FORMAT_VERSION} compress quantized model.")
+    return manifest
 
 
 def load_artefact(directory: Path, threads: int) -> Predictor:

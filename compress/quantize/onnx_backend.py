@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -54,7 +55,7 @@ class _Logits(nn.Module):
 def export_onnx(model: Encoder, path: Path) -> None:
     """Write ``model`` (fp32, eval mode) to ``path`` as an ONNX graph with dynamic batch and length."""
     _require_onnxruntime()
-    wrapped = _Logits(model.float().eval())
+    wrapped = _Logits(copy.deepcopy(model).float().eval())  # the caller's model is left as it was
     example = torch.ones(2, 8, dtype=torch.long)
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES} | {"logits": {0: "batch"}}
     with warnings.catch_warnings(), torch.no_grad():
@@ -90,8 +91,13 @@ def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mappi
     are fastest at.
     """
     _require_onnxruntime()
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:

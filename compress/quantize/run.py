@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.load import load_task
 from compress.data.task import TaskData
-from compress.distill.training import Metrics
 from compress.errors import CompressError
 from compress.models.checkpoints import TOKENIZER_FILES, load_encoder
 from compress.models.encoder import Encoder
@@ -47,7 +46,7 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.predictors import TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
-from compress.reports.run_record import SCHEMA_VERSION, model_entry, weights_bytes, write_run_record
+from compress.reports.run_record import SCHEMA_VERSION, model_entry, read_metrics, teacher_entry, write_run_record
 from compress.run_config import RunConfig, RunResult, out_dir
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
@@ -70,26 +69,31 @@ class Source:
     parent: str | None             # the run directory quantized, if any
 
 
-def _teacher_source(config: RunConfig, show_progress: bool) -> Source:
-    task = load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
+def _task(config: RunConfig) -> TaskData:
+    return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
                      label_column=config.label_column)
+
+
+def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
                                  show_progress=show_progress)
     model = finetuned.load().model
     data = tokenized_for(finetuned, task)
-    entry = model_entry(model, Metrics(**finetuned.record["test"]), data.max_length, weights_bytes(finetuned.directory))
-    entry["dev_accuracy"] = (finetuned.record.get("dev") or {}).get("accuracy")
+    entry = teacher_entry(model, finetuned.record, data.max_length, finetuned.directory)
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None)
 
 
-def _run_source(run_dir: Path) -> Source:
-    try:
-        parent_config = json.loads((run_dir / "config.json").read_text())
-        parent_metrics = json.loads((run_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        raise CompressError(f"{run_dir} is not a complete run directory (config.json and metrics.json).") from None
-    if "quantization" in parent_metrics or not (run_dir / "student").is_dir():
+def parent_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config.json and metrics.json of a distillation run directory to quantize the student of."""
+    metrics = read_metrics(run_dir)
+    if metrics["kind"] != "distillation" or not (run_dir / "student").is_dir():
         raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a distillation run or 'teacher'.")
+    return json.loads((run_dir / "config.json").read_text()), metrics
+
+
+def run_source(run_dir: Path) -> Source:
+    """The student of a distillation run, with the data exactly as it was trained on."""
+    parent_config, parent_metrics = parent_run(run_dir)
     run = parent_config["run"]
     task = load_task(run["dataset"], text_column=run.get("text_column"), text_pair_column=run.get("text_pair_column"),
                      label_column=run.get("label_column"))
@@ -101,7 +105,7 @@ def _run_source(run_dir: Path) -> Source:
                   parent_metrics["teacher"], parent_metrics["student"], str(run_dir))
 
 
-def _calibration(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
+def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
     """Batches of training examples (shuffled, seeded) for static int8's activation ranges."""
     batches = []
     for batch in data.dataloader("train", batch_size=32, shuffle=True, seed=seed):
@@ -111,31 +115,47 @@ def _calibration(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
     return batches
 
 
-def _usable_backends(method: QuantMethod, backend: str) -> list[str]:
+def usable_backends(method: QuantMethod, backend: str) -> tuple[list[str], dict[str, str]]:
+    """The backends to build and, for those left out, why; one clear line when none can run."""
     backends = candidate_backends(method, backend)
-    reasons = {b: unavailable(b) for b in backends}
+    reasons = {b: unavailable(method, b) for b in backends}
     usable = [b for b in backends if reasons[b] is None]
     if not usable:
         raise CompressError(f"{method.name} cannot run here: {reasons[backends[0]]}")
-    return usable
+    return usable, {b: r for b, r in reasons.items() if r is not None}
+
+
+def check_quantization(config: RunConfig) -> None:
+    """Every check of a quantization run that needs no data, so a chained run fails before training."""
+    method = get_quant_method(config.method)
+    if config.options or config.epochs or config.lr or config.layer_map or config.patience or config.then:
+        raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map, "
+                            "--patience and --then do not apply.")
+    usable_backends(method, config.backend)
+    if config.target != "teacher" and not Path(config.target).is_dir():
+        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
+    if config.threads is not None and config.threads < 1:
+        raise CompressError("--threads must be a positive integer.")
 
 
 def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Quantize ``config.target`` with ``config.method``, evaluate it on the test split, write a run directory."""
+    check_quantization(config)
     method = get_quant_method(config.method)
-    if config.options or config.epochs or config.lr or config.layer_map or config.then:
-        raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map and "
-                            "--then do not apply.")
-    backends = _usable_backends(method, config.backend)
+    backends, skipped = usable_backends(method, config.backend)
     features = cpu_features()
     note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     if config.target == "teacher":
-        source = _teacher_source(config, show_progress)
-    elif Path(config.target).is_dir():
-        source = _run_source(Path(config.target))
+        task = _task(config)
+        out = out_dir(config, task.name)   # a taken --out fails before any fine-tuning
+        source = _teacher_source(config, task, show_progress)
     else:
-        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
-    out = out_dir(config, source.task.name)
+        source = run_source(Path(config.target))
+        # The student's own data and teacher, not the command line's defaults, are what this run used.
+        parent = json.loads((Path(config.target) / "config.json").read_text())["run"]
+        config = replace(config, **{k: parent.get(k) for k in
+                                    ("teacher", "dataset", "text_column", "text_pair_column", "label_column")})
+        out = out_dir(config, source.task.name)
     speed = SpeedConfig(threads=config.threads or default_threads())
     seq_len = speed_seq_len(source.data)
     test_batches = lambda: source.data.dataloader("test", batch_size=128)  # noqa: E731
@@ -145,7 +165,7 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         fp32 = TorchPredictor(source.model)
         fp32_logits, labels = predict_batches(fp32, test_batches())
         fp32_speed = measure_speed(fp32, source.data, seq_len, speed)
-        calibration = _calibration(source.data, config.seed) if method.name == "static-int8" else None
+        calibration = calibration_batches(source.data, config.seed) if method.name == "static-int8" else None
         measured: dict[str, dict[str, Any]] = {}
         for backend in backends:
             directory = tmp / f"model-{backend}"
@@ -163,7 +183,10 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         for name in TOKENIZER_FILES:
             if (source.directory / name).is_file():
                 shutil.copy(source.directory / name, model_dir / name)
-        logits, _ = predict_batches(load_artefact(model_dir, speed.threads), test_batches())
+        quantized = load_artefact(model_dir, speed.threads)
+        # Timed again: the sample the choice was made on favours the winner (it won partly by luck).
+        student_speed = measure_speed(quantized, source.data, seq_len, speed)
+        logits, _ = predict_batches(quantized, test_batches())
 
         test = metrics_of(logits, labels)
         student = model_entry(source.model, test, source.data.max_length, artefact_bytes(model_dir))
@@ -172,8 +195,8 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         teacher = source.teacher
         quantization = {
             "backend": chosen, "dtype": method.dtype,
-            "chosen_by": "fastest batch-1 latency measured here" if len(backends) > 1 else "the only backend asked for",
-            "measured": measured, "fp32_speed": fp32_speed,
+            "chosen_by": _chosen_by(config.backend, backends, skipped),
+            "measured": measured, "skipped": skipped, "fp32_speed": fp32_speed,
             "cpu": {"model": cpu_model(), "features": features, "torch_capability": torch_cpu_capability()},
             "max_abs_logit_diff": float(np.abs(logits - fp32_logits).max()),
             "prediction_agreement": float((logits.argmax(-1) == fp32_logits.argmax(-1)).mean()),
@@ -194,10 +217,18 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
             "retention": student["accuracy"] / teacher["accuracy"] if teacher["accuracy"] else 0.0,
             "ratios": {k: teacher[k] / student[k] for k in ("params", "flops", "size_bytes")},
             "quantization": quantization, "stages": [],
-            "speed": {"source": fp32_speed, "student": measured[chosen]}
+            "speed": {"source": fp32_speed, "student": student_speed}
             | ({"teacher": fp32_speed} if source.kind == "teacher" else {}),
         }
         full_config = {"run": asdict(config), "source": metrics["source"], "parent": source.parent,
                        "teacher": source.teacher_name, "max_length": source.data.max_length}
         write_run_record(tmp, metrics, full_config, seed=config.seed)
     return RunResult(out, metrics)
+
+
+def _chosen_by(asked: str, built: list[str], skipped: dict[str, str]) -> str:
+    if asked != "auto":
+        return f"asked for with --backend {asked}"
+    why = "".join(f"; {b} left out: {reason}" for b, reason in skipped.items())
+    choice = "the fastest at batch 1 of " + " and ".join(built) if len(built) > 1 else "the only one that runs here"
+    return choice + why

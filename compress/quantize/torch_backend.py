@@ -99,7 +99,8 @@ def half_available(dtype: str, features: dict[str, bool]) -> str | None:
         return "this CPU has neither AVX512-BF16 nor AMX, so bf16 runs emulated and slower than fp32."
     if features.get("avx512_fp16") or features.get("amx_fp16"):
         return None
-    return "this CPU has neither AVX512-FP16 nor AMX-FP16, so fp16 runs emulated; try bf16 or int8."
+    instead = "bf16 or int8" if half_available("bf16", features) is None else "int8"
+    return f"this CPU has neither AVX512-FP16 nor AMX-FP16, so fp16 runs emulated; try {instead}."
 
 
 def to_half(model: Encoder, dtype: str) -> Encoder:

@@ -59,7 +59,7 @@ WHY = {
             "and it is fast only where the CPU has bf16 units (AVX512-BF16, AMX).",
     "fp16": "Half precision cuts bytes and time, not parameters: every tensor in 16 bits ({size:.2f}x fewer bytes "
             "than the teacher); fast only where the CPU has fp16 units (AVX512-FP16, AMX-FP16).",
-    "onnx": "Exporting changes no weight: the same fp32 model ({params:.2f}x the teacher's parameters) run by ONNX "
+    "onnx": "Exporting changes no weight: the same fp32 parameters and bytes as the model exported, run by ONNX "
             "Runtime, whose fused kernels and graph optimizations can make the same arithmetic faster.",
 }
 
@@ -78,13 +78,24 @@ def model_entry(model: Encoder, test: Metrics, seq_len: int, size: int) -> dict[
     }
 
 
-def run_metrics(*, method: str, teacher: Encoder, student: Encoder, teacher_test: Metrics, student_test: Metrics,
+def teacher_entry(teacher: Encoder, record: dict[str, Any], seq_len: int, directory: Path) -> dict[str, Any]:
+    """The fine-tuned teacher's entry, from the record its fine-tuning wrote (test and dev scores)."""
+    entry = model_entry(teacher, Metrics(**record["test"]), seq_len, weights_bytes(directory))
+    entry["dev_accuracy"] = (record.get("dev") or {}).get("accuracy")
+    return entry
+
+
+def explanation(method: str, ratios: dict[str, float]) -> str:
+    """Why ``method`` saves what it saves, with a run's own ratios (teacher / student)."""
+    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], size=ratios["size_bytes"])
+
+
+def run_metrics(*, method: str, teacher: Encoder, student: Encoder, student_test: Metrics,
                 seq_len: int, teacher_record: dict[str, Any], teacher_dir: Path, student_dir: Path, layout: str,
                 stages: list[dict[str, Any]], task: TaskData, seconds: float,
                 speed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The metrics.json of a run (see the module docstring for the schema)."""
-    t = model_entry(teacher, teacher_test, seq_len, weights_bytes(teacher_dir))
-    t["dev_accuracy"] = (teacher_record.get("dev") or {}).get("accuracy")
+    t = teacher_entry(teacher, teacher_record, seq_len, teacher_dir)
     s = model_entry(student, student_test, seq_len, weights_bytes(student_dir))
     s |= {"layout": layout, "config": student.config.to_dict()}
     return {
@@ -161,9 +172,7 @@ def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) ->
     ]
     lines += _quantization_lines(metrics) if "quantization" in metrics else _training_lines(metrics, config)
     lines += ["", "## Why it saves what it saves", ""]
-    ratios = metrics["ratios"]
-    lines.append(WHY[metrics["method"]].format(params=ratios["params"], flops=ratios["flops"],
-                                               size=ratios["size_bytes"]))
+    lines.append(explanation(metrics["method"], metrics["ratios"]))
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -176,7 +185,8 @@ def _speed_rows(speed: dict[str, Any]) -> list[str]:
     return [
         _row(f"latency at batch 1, p50 (ms; {where})", f"{t['latency_ms_p50']:.2f}", f"{s['latency_ms_p50']:.2f}",
              f"{t['latency_ms_p50'] / s['latency_ms_p50']:.2f}x faster"),
-        _row("throughput at batch 32 (examples/s)", f"{t['throughput']:.0f}", f"{s['throughput']:.0f}",
+        _row(f"throughput at batch {s['config']['batch_size']} (examples/s)", f"{t['throughput']:.0f}",
+             f"{s['throughput']:.0f}",
              f"{s['throughput'] / t['throughput']:.2f}x more"),
     ]
 

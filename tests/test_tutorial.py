@@ -1,0 +1,81 @@
+"""docs/tutorial.md's commands run as written, in order, on a tiny configuration.
+
+Every line of a ```console block that starts with ``$ `` is a command. The test runs them one after
+another in a scratch directory. Where a command trains or measures, the same flags a user would
+add for a quick try are appended: a small teacher (4 layers of 312, so every default student fits)
+saved in a folder called ``minilm`` and a tiny CSV called ``mr.csv``, which also keeps the paths the
+tutorial names (``runs/compare-minilm-mr``) valid. Commands that only read (``teachers``,
+``teachers verify minilm``, ``explain``) run on the real bundled teacher.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+
+from compress.quantize.artefacts import QUANT_METHODS
+
+TUTORIAL = REPO / "docs" / "tutorial.md"
+TEACHER_FLAGS = ("--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "16")
+FINETUNE_FLAGS = ("--epochs", "4", "--lr", "3e-3", "--batch-size", "16")   # the same fine-tuning as above
+STUDENT_FLAGS = ("--epochs", "1", "--batch-size", "16")
+SPEED_FLAGS = ("--threads", "1")
+
+
+def tutorial_commands() -> list[list[str]]:
+    commands, in_console = [], False
+    for line in TUTORIAL.read_text().splitlines():
+        if line.startswith("```"):
+            in_console = line.strip() == "```console"
+        elif in_console and line.startswith("$ "):
+            commands.append(shlex.split(line[2:]))
+    return commands
+
+
+def tiny_flags(argv: list[str], teacher: str, csv: str) -> list[str]:
+    """The flags that make one tutorial command small; read-only commands get none."""
+    data = ["--teacher", teacher, "--dataset", csv]
+    if argv[:2] in (["compress", "teacher"], ["compress", "teachers"]) and "finetune" in argv:
+        return data + list(FINETUNE_FLAGS)
+    if argv[:2] == ["compress", "run"]:
+        quantization = argv[2] in QUANT_METHODS
+        return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if quantization else list(STUDENT_FLAGS))
+    if argv[:2] == ["compress", "compare"]:
+        return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"]
+    if argv[:2] == ["python", "benchmarks/quantization.py"]:
+        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2"]
+    return []
+
+
+def test_tutorial_has_the_commands_it_promises():
+    commands = [" ".join(c[:3]) for c in tutorial_commands()]
+    for expected in ("compress teacher finetune", "compress run albert", "compress run distilbert",
+                     "compress run tinybert", "compress run int8", "compress compare", "compress report"):
+        assert any(c.startswith(expected) for c in commands), expected
+
+
+def test_tutorial_commands_run_as_written(tmp_path):
+    teacher = make_tiny_teacher(tmp_path / "minilm", layers=4, hidden=312)
+    csv = write_tiny_csv(tmp_path / "mr.csv", copies=4)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
+    for argv in tutorial_commands():
+        argv = [*argv, *tiny_flags(argv, str(teacher), str(csv))]
+        if argv[0] == "compress":
+            done = run_cli(*argv[1:], env=env, cwd=work)
+        elif argv[0] == "python":
+            script = [sys.executable, str(REPO / argv[1]), *argv[2:]]
+            done = subprocess.run(script, capture_output=True, text=True, cwd=work, timeout=600,
+                                  env={**os.environ, **env})
+        else:
+            pytest.fail(f"the tutorial runs {argv[0]!r}; only compress and python commands are checked")
+        assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stderr[-2000:]}"
+    # What the tutorial says these commands leave behind.
+    assert (work / "runs" / "distilbert-int8" / "metrics.json").is_file()
+    assert (work / "runs" / "compare-minilm-mr" / "comparison.html").is_file()
