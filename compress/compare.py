@@ -32,7 +32,9 @@ from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
 from compress.methods import METHODS
+from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
+from compress.models.config import EncoderConfig
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import write_comparison
@@ -138,7 +140,8 @@ def compare(config: CompareConfig, console: Console | None = None,
 
     seq_len = config.seq_len or speed_seq_len(data)
     say(f"measuring speed: teacher and {len(runs)} methods, {threads} threads, {seq_len} tokens")
-    predictors = {"teacher": TorchPredictor(finetuned.load().model)}
+    teacher = finetuned.load().model
+    predictors = {"teacher": TorchPredictor(teacher)}
     predictors |= {method: _predictor(metrics, run_dir, threads) for method, (run_dir, metrics) in runs.items()}
     speeds = measure_all(predictors, data, seq_len, speed_config)
     teacher_metrics, teacher_speed = next(iter(runs.values()))[1]["teacher"], speeds["teacher"]
@@ -148,7 +151,8 @@ def compare(config: CompareConfig, console: Console | None = None,
         methods.append({
             "method": method, "label": LABELS.get(method, method), "run_dir": str(run_dir), "kind": metrics["kind"],
             "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
-            **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "flops", "accuracy", "macro_f1")},
+            **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
+            "flops": flops_per_sequence(EncoderConfig.from_dict(student["config"]), seq_len),
             "retention": metrics["retention"], "latency_ms_p50": speed["latency_ms_p50"],
             "latency_ms_p90": speed["latency_ms_p90"], "throughput": speed["throughput"],
             "peak_memory_bytes": speed["peak_memory_bytes"],
@@ -163,7 +167,8 @@ def compare(config: CompareConfig, console: Console | None = None,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},
         "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
         "teacher": {"name": config.teacher, **{k: teacher_metrics[k] for k in
-                    ("params", "params_by_component", "size_bytes", "flops", "accuracy", "macro_f1")},
+                    ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
+                    "flops": flops_per_sequence(teacher.config, seq_len),
                     **{k: teacher_speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput",
                                                        "peak_memory_bytes")}},
         "methods": methods, "reused": reused,

@@ -38,7 +38,8 @@ def _run(tiny, method, *extra, out=None):
 def test_run_writes_a_complete_run_directory(tiny, method):
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
-    assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "log.jsonl", "report.md"}
+    assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
+                                              "report.md"}
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
@@ -119,12 +120,13 @@ def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):
 
 
 def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
-    out, done = _run(tiny, "distilbert", "--then", "int8", "--threads", "1", "--json")
+    out, done = _run(tiny, "distilbert", "--then", "int8", "--threads", "1", "--json",
+                     out=tiny["root"] / "run-distilbert-chained")
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     chained = out.parent / f"{out.name}-int8"
     assert printed["chained"]["directory"] == str(chained)
-    assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "report.md"}
+    assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md"}
 
     parent = json.loads((out / "metrics.json").read_text())
     metrics = json.loads((chained / "metrics.json").read_text())

@@ -74,9 +74,10 @@ def run(
     result = run_method(config, show_progress=not as_json)
     runs = [r for r in (result, result.chained) if r is not None]
     if as_json:
-        print_json({**result.metrics, "directory": str(result.directory),
-                    "chained": {**result.chained.metrics, "directory": str(result.chained.directory)}
-                    if result.chained else None})
+        printed = {**result.metrics, "directory": str(result.directory)}
+        if result.chained:
+            printed["chained"] = {**result.chained.metrics, "directory": str(result.chained.directory)}
+        print_json(printed)
         return
     for r in runs:
         _summary(r.metrics, r.directory)

@@ -41,9 +41,11 @@ REQUIRED = ("schema_version", "method", "kind", "dataset", "teacher", "student",
 # Why each method saves what it saves, filled with the run's own ratios (teacher / student).
 WHY = {
     "albert": "Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
-              "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but computes "
-              "{flops:.2f}x the teacher's FLOPs per sequence, so it is not faster at inference. The factorized "
-              "embedding (V x E + E x H) removes most of the embedding table; sharing removes all but one block.",
+              "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
+              "{flops_share:.2f}x the teacher's arithmetic per sequence. The factorized embedding (V x E + E x H) "
+              "removes most of the embedding table; sharing removes all but one block. Any speed-up it shows "
+              "comes from memory, not arithmetic: one shared block's weights can stay in the CPU's caches where "
+              "the teacher streams every layer's weights from memory.",
     "distilbert": "Fewer layers cut parameters and FLOPs of the encoder alike; the embedding table is untouched, "
                   "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.",
     "tinybert": "A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
@@ -87,7 +89,8 @@ def teacher_entry(teacher: Encoder, record: dict[str, Any], seq_len: int, direct
 
 def explanation(method: str, ratios: dict[str, float]) -> str:
     """Why ``method`` saves what it saves, with a run's own ratios (teacher / student)."""
-    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], size=ratios["size_bytes"])
+    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], flops_share=1 / ratios["flops"],
+                              size=ratios["size_bytes"])
 
 
 def run_metrics(*, method: str, teacher: Encoder, student: Encoder, student_test: Metrics,

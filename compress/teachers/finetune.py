@@ -30,7 +30,7 @@ CACHE_VERSION = 1
 
 @dataclass
 class FinetuneConfig:
-    """Teacher fine-tuning hyper-parameters (defaults reach 83-84% on MR with minilm)."""
+    """Teacher fine-tuning hyper-parameters (minilm on MR: dev 84.1%, test 81.8% with these defaults)."""
 
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32))
     max_length: int | None = None     # None: the 99th percentile of train lengths, capped
