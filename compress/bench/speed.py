@@ -55,9 +55,12 @@ def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: 
                 config: SpeedConfig) -> dict[str, dict[str, Any]]:
     """:func:`measure_speed` of every predictor, in two passes (the second in reverse order), keeping
     each one's faster pass: no model is always measured first or last, and one slow spell of a shared
-    machine does not decide a comparison."""
+    machine does not decide a comparison. Peak memory is the larger of the two passes'."""
     passes: dict[str, list[dict[str, Any]]] = {name: [] for name in predictors}
     for order in (list(predictors), list(predictors)[::-1]):
         for name in order:
             passes[name].append(measure_speed(predictors[name], data, seq_len, config))
-    return {name: min(runs, key=lambda m: m["latency_ms_p50"]) | {"passes": len(runs)} for name, runs in passes.items()}
+    # Memory is the first pass's: a runtime's first batch allocates its buffers, later ones reuse them.
+    return {name: min(runs, key=lambda m: m["latency_ms_p50"])
+            | {"passes": len(runs), "peak_memory_bytes": max(m["peak_memory_bytes"] for m in runs)}
+            for name, runs in passes.items()}
