@@ -23,8 +23,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import cpu_features, manifest
 from compress.bench.speed import SpeedConfig, measure_all
@@ -37,7 +35,7 @@ from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
-from compress.reports.comparison import write_comparison
+from compress.reports.comparison import SCHEMA_VERSION, write_comparison
 from compress.reports.run_record import explanation, read_metrics
 from compress.run_config import RunConfig
 from compress.runner import run
@@ -106,8 +104,7 @@ def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predicto
     return TorchPredictor(load_encoder(run_dir / "student").model)
 
 
-def compare(config: CompareConfig, console: Console | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
+def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run (or reuse) every method, measure them all, write the comparison; return its directory and data."""
     say = progress or (lambda message: None)
     unknown = [m for m in config.methods if m not in METHODS and m not in QUANT_METHODS]
@@ -161,7 +158,7 @@ def compare(config: CompareConfig, console: Console | None = None,
             "explanation": explanation(method, metrics["ratios"]),
         })
     comparison = {
-        "schema_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": 2},
         "dataset": {"name": task.name, "fingerprint": task.fingerprint,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},

@@ -52,6 +52,7 @@ from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
 CALIBRATION_EXAMPLES = 256
+SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column")
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Source:
     teacher: dict[str, Any]        # the teacher's metrics entry (retention is measured against it)
     entry: dict[str, Any]          # the source's own metrics entry
     parent: str | None             # the run directory quantized, if any
+    settings: dict[str, Any]       # teacher, dataset and columns it was made with
 
 
 def _task(config: RunConfig) -> TaskData:
@@ -80,7 +82,8 @@ def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> S
     model = finetuned.load().model
     data = tokenized_for(finetuned, task)
     entry = teacher_entry(model, finetuned.record, data.max_length, finetuned.directory)
-    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None)
+    settings = {k: getattr(config, k) for k in SETTINGS}
+    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings)
 
 
 def parent_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -102,7 +105,7 @@ def run_source(run_dir: Path) -> Source:
     student_dir = run_dir / "student"
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir))
+                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir), {k: run.get(k) for k in SETTINGS})
 
 
 def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
@@ -152,9 +155,7 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
     else:
         source = run_source(Path(config.target))
         # The student's own data and teacher, not the command line's defaults, are what this run used.
-        parent = json.loads((Path(config.target) / "config.json").read_text())["run"]
-        config = replace(config, **{k: parent.get(k) for k in
-                                    ("teacher", "dataset", "text_column", "text_pair_column", "label_column")})
+        config = replace(config, **source.settings)
         out = out_dir(config, source.task.name)
     speed = SpeedConfig(threads=config.threads or default_threads())
     seq_len = speed_seq_len(source.data)
