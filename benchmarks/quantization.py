@@ -5,10 +5,10 @@
     python benchmarks/quantization.py --threads 2 --seq-len 64 --repeats 50
 
 Every backend is written to disk and loaded back (what is timed is what would be deployed), then
-timed on the same real MR inputs cut to ``--seq-len`` tokens: warm-up calls first, then the median
-of ``--repeats`` calls at each batch size, with the thread count fixed. Models are timed one after
-another in one process, in two passes (the second in reverse order), half the calls in each.
-Ratios are fp32 time / backend time.
+timed on the same real MR inputs cut to ``--seq-len`` tokens by ``compress.bench.speed.measure_all``,
+the measurement `compress compare` uses: warm-up calls, then the median of ``--repeats`` calls at
+batch 1 and at ``--batch-size``, threads fixed, one model at a time, in two passes (the second in
+reverse order) keeping each model's faster pass. Ratios are fp32 time / backend time.
 """
 
 from __future__ import annotations
@@ -18,13 +18,9 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from time import perf_counter
 
-import numpy as np
-
-from compress.bench.inputs import speed_batch
 from compress.bench.machine import cpu_features, cpu_model
-from compress.bench.timing import fixed_threads
+from compress.bench.speed import SpeedConfig, measure_all
 from compress.data.load import load_task
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
@@ -71,7 +67,7 @@ def main() -> None:
     parser.add_argument("--run", help="time the student of this run directory instead of the teacher")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--batch-sizes", default="1,32")
+    parser.add_argument("--batch-size", type=int, default=32, help="the large batch (the small one is 1)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--all", action="store_true", help="also time fp16 on CPUs without fp16 units")
@@ -79,38 +75,25 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 30:
         parser.error("--repeats must be at least 30 (medians of fewer calls are too noisy to compare)")
-    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
 
     model, data, what = _source(args)
-    inputs = {b: speed_batch(data, b, args.seq_len) for b in batch_sizes}
-    with tempfile.TemporaryDirectory() as tmp, fixed_threads(args.threads):
+    config = SpeedConfig(threads=args.threads, warmup=args.warmup, repeats=args.repeats,
+                         batch_size=args.batch_size, batch_repeats=args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
         predictors = _variants(model, data, Path(tmp), args.threads, skip_slow=not args.all)
-        # One model at a time (interleaving them call for call lets one runtime's idle, spinning threads
-        # slow the next one down on a small machine), in two passes, the second in reverse order, so
-        # no model is always measured first or last.
-        times = {name: {b: [] for b in batch_sizes} for name in predictors}
-        per_pass = -(-args.repeats // 2)
-        order = list(predictors)
-        for names in (order, order[::-1]):
-            for name in names:
-                for b, batch in inputs.items():
-                    for _ in range(args.warmup):       # first calls allocate and pick kernels
-                        predictors[name](batch)
-                    for _ in range(per_pass):
-                        start = perf_counter()
-                        predictors[name](batch)
-                        times[name][b].append(perf_counter() - start)
+        speeds = measure_all(predictors, data, args.seq_len, config)
 
-    medians = {name: {b: 1000 * float(np.median(t)) for b, t in per.items()} for name, per in times.items()}
+    columns = {1: "latency_ms_p50", args.batch_size: "batch_ms_p50"}
+    medians = {name: {b: speed[key] for b, key in columns.items()} for name, speed in speeds.items()}
     base = medians["fp32 torch"]
-    print(f"{what}; CPU {cpu_model()}; {args.threads} threads; sequence length {args.seq_len}; "
-          f"median of {2 * per_pass} calls (two passes) after {args.warmup} warm-up calls per pass")
-    header = "".join(f"{f'batch {b} (ms)':>16}{'speed-up':>10}" for b in batch_sizes)
+    print(f"{what}; CPU {cpu_model()}; {args.threads} threads; sequence length {args.seq_len}; median of "
+          f"{args.repeats} calls after {args.warmup} warm-up calls, the faster of two passes")
+    header = "".join(f"{f'batch {b} (ms)':>16}{'speed-up':>10}" for b in columns)
     print(f"{'backend':<22}{header}")
     for name, per in medians.items():
-        cells = "".join(f"{per[b]:>16.2f}{base[b] / per[b]:>9.2f}x" for b in batch_sizes)
+        cells = "".join(f"{per[b]:>16.2f}{base[b] / per[b]:>9.2f}x" for b in columns)
         print(f"{name:<22}{cells}")
-    for b in batch_sizes:
+    for b in columns:
         best = min((n for n in medians if n != "fp32 torch"), key=lambda n: medians[n][b])
         best_int8 = min((n for n in medians if n.startswith("int8")), key=lambda n: medians[n][b], default=None)
         line = f"batch {b}: best backend {best} {base[b] / medians[best][b]:.2f}x"

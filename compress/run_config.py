@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compress.data.load import load_task
+from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
@@ -62,3 +64,9 @@ def out_dir(config: RunConfig, dataset_name: str) -> Path:
     if out.exists() and any(out.iterdir()) and not config.overwrite:
         raise CompressError(f"{out} already exists and is not empty; choose another --out or pass --overwrite.")
     return out
+
+
+def run_task(config: RunConfig) -> TaskData:
+    """The task a run reads: its dataset with its column choices."""
+    return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
+                     label_column=config.label_column)

@@ -23,7 +23,6 @@ from compress.bench.inputs import speed_seq_len
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import make_dataloader
-from compress.data.load import load_task
 from compress.device import resolve_device
 from compress.distill.augment import AugmentConfig, augmented_train_split
 from compress.distill.general import general_distillation
@@ -41,7 +40,7 @@ from compress.quantize.artefacts import QUANT_METHODS, get_quant_method
 from compress.quantize.predictors import TorchPredictor
 from compress.quantize.run import quantize_run, usable_backends
 from compress.reports.run_record import run_metrics, write_run_record
-from compress.run_config import RunConfig, RunResult, out_dir
+from compress.run_config import RunConfig, RunResult, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
 
@@ -89,8 +88,7 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
         raise CompressError("--batch-size, --epochs and --threads must be positive integers.")
     teacher_shape = teacher_config(config.teacher)
     resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
-    task = load_task(config.dataset, text_column=config.text_column,
-                     text_pair_column=config.text_pair_column, label_column=config.label_column)
+    task = run_task(config)
     try:
         student_shape = method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
     except ValueError as e:

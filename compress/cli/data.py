@@ -8,6 +8,9 @@ import typer
 from rich.table import Table
 
 from compress.cli.common import console, print_json
+from compress.data.batching import PERCENTILES
+from compress.data.named import DEFAULT_DATASET
+from compress.teachers.registry import DEFAULT_TEACHER
 
 app = typer.Typer(help="Named datasets, local files and raw-text corpora.", no_args_is_help=True)
 
@@ -16,7 +19,6 @@ app = typer.Typer(help="Named datasets, local files and raw-text corpora.", no_a
 def list_datasets(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """List the named datasets: source archive, size, label names, and whether they are cached."""
     from compress.data import describe_named_datasets
-    from compress.data.named import DEFAULT_DATASET
 
     rows = describe_named_datasets()
     if as_json:
@@ -41,10 +43,10 @@ def list_datasets(as_json: bool = typer.Option(False, "--json", help="Print JSON
 @app.command()
 def show(
     name_or_path: str = typer.Argument(
-        "mr", help="Dataset name (see `compress data list`), file/dir path, or hf:NAME[:CONFIG]."
+        DEFAULT_DATASET, help="Dataset name (see `compress data list`), file/dir path, or hf:NAME[:CONFIG]."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    teacher: str = typer.Option("minilm", "--teacher", help="Teacher whose tokenizer measures token lengths."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", help="Teacher whose tokenizer measures token lengths."),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column (default: text, else sentence)."),
     text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Second-text column for pairs."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (default: label)."),
@@ -93,7 +95,7 @@ def _print_description(info: dict[str, Any]) -> None:
         )
     console.print(sizes)
 
-    percentiles = ("p50", "p90", "p95", "p99", "max")
+    percentiles = (*(f"p{p}" for p in PERCENTILES), "max")
     lengths = Table(
         title=f"Token lengths under the {info['teacher']} tokenizer (special tokens included)", title_justify="left"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from compress.data import bbc, mr
 from compress.data.sources import Extractor, PinnedArchive, ensure_source, source_dir, verify_cache
@@ -52,29 +53,17 @@ class NamedDataset:
         return verify_cache(source_dir(self.name), self.archive) is None
 
 
+def _from_module(name: str, title: str, module: ModuleType) -> NamedDataset:
+    """A registry entry from a dataset module's ARCHIVE, SIZE, LABEL_NAMES, LABEL_SOURCE, extract and read."""
+    return NamedDataset(name=name, title=title, archive=module.ARCHIVE, extract=module.extract, read=module.read,
+                        size=module.SIZE, label_names=tuple(module.LABEL_NAMES), label_source=module.LABEL_SOURCE)
+
+
 NAMED_DATASETS: dict[str, NamedDataset] = {
     d.name: d
     for d in (
-        NamedDataset(
-            name="mr",
-            title="MR movie-review sentences (Pang & Lee 2005)",
-            archive=mr.ARCHIVE,
-            extract=mr.extract,
-            read=mr.read,
-            size=mr.SIZE,
-            label_names=tuple(mr.LABEL_NAMES),
-            label_source=mr.LABEL_SOURCE,
-        ),
-        NamedDataset(
-            name="bbc-news",
-            title="BBC News articles (Greene & Cunningham 2006)",
-            archive=bbc.ARCHIVE,
-            extract=bbc.extract,
-            read=bbc.read,
-            size=bbc.SIZE,
-            label_names=tuple(bbc.LABEL_NAMES),
-            label_source=bbc.LABEL_SOURCE,
-        ),
+        _from_module("mr", "MR movie-review sentences (Pang & Lee 2005)", mr),
+        _from_module("bbc-news", "BBC News articles (Greene & Cunningham 2006)", bbc),
     )
 }
 

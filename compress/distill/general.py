@@ -21,7 +21,8 @@ from compress.data.corpus import load_corpus
 from compress.device import resolve_device
 from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
-from compress.distill.recipe import LossTerm, Stage
+from compress.distill.recipe import Stage
+from compress.distill.recipes import tinybert_recipe
 from compress.distill.training import TrainConfig, seed_everything, train_stage
 from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
 from compress.models.config import EncoderConfig
@@ -29,7 +30,8 @@ from compress.models.encoder import Encoder
 from compress.paths import atomic_dir, cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 
-GENERAL_TERMS = (LossTerm("embedding_mse"), LossTerm("hidden_mse"), LossTerm("attention_mse"))
+# General distillation distils what TinyBERT's intermediate stage does: embeddings, hidden states, attention.
+GENERAL_TERMS = tuple(tinybert_recipe().stages[0].terms)
 
 
 @dataclass

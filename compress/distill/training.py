@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
+from compress.distill.losses import hard_ce
 from compress.models.encoder import Encoder
 
 Batch = dict[str, torch.Tensor]
@@ -125,7 +126,7 @@ def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device) -> 
 
 def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
     """Cross-entropy with the gold labels: the loss of plain fine-tuning."""
-    loss = nn.functional.cross_entropy(model(**model_inputs(batch)).logits, batch["labels"])
+    loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
     return loss, {"hard_ce": loss.item()}
 
 

@@ -14,6 +14,7 @@ leaves compress as an ordinary ``AutoModelForSequenceClassification`` directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -75,15 +76,26 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
 
 
 def weights_digest(directory: Path) -> str:
-    """sha256 of the config and weight files of a checkpoint directory (identifies its exact weights)."""
-    directory = Path(directory)
+    """sha256 of the config and weight files of a checkpoint directory (identifies its exact weights).
+
+    Remembered for the process while the files' names, sizes and modification times stay the same,
+    so the several steps of one run that key caches on a teacher hash its weights once.
+    """
+    directory = Path(directory).resolve()
+    names = sorted(p.name for p in directory.iterdir()
+                   if p.name in ("config.json", COMPRESS_CONFIG) or p.name.endswith((".safetensors", ".bin")))
+    stats = tuple((n, st.st_size, st.st_mtime_ns) for n in names for st in [(directory / n).stat()])
+    return _digest(directory, stats)
+
+
+@functools.lru_cache(maxsize=32)
+def _digest(directory: Path, stats: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
-    for name in sorted(p.name for p in directory.iterdir()):
-        if name in ("config.json", COMPRESS_CONFIG) or name.endswith((".safetensors", ".bin")):
-            digest.update(name.encode())
-            with open(directory / name, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 22), b""):
-                    digest.update(chunk)
+    for name, _, _ in stats:
+        digest.update(name.encode())
+        with open(directory / name, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -29,7 +29,6 @@ from compress.bench.machine import cpu_features, cpu_model, torch_cpu_capability
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
-from compress.data.load import load_task
 from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.models.checkpoints import TOKENIZER_FILES, load_encoder
@@ -44,10 +43,10 @@ from compress.quantize.artefacts import (
     unavailable,
     write_artefact,
 )
-from compress.quantize.predictors import TorchPredictor, metrics_of, predict_batches
+from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.reports.run_record import SCHEMA_VERSION, model_entry, read_metrics, teacher_entry, write_run_record
-from compress.run_config import RunConfig, RunResult, out_dir
+from compress.run_config import RunConfig, RunResult, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -69,11 +68,6 @@ class Source:
     entry: dict[str, Any]          # the source's own metrics entry
     parent: str | None             # the run directory quantized, if any
     settings: dict[str, Any]       # teacher, dataset and columns it was made with
-
-
-def _task(config: RunConfig) -> TaskData:
-    return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
-                     label_column=config.label_column)
 
 
 def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
@@ -98,8 +92,7 @@ def run_source(run_dir: Path) -> Source:
     """The student of a distillation run, with the data exactly as it was trained on."""
     parent_config, parent_metrics = parent_run(run_dir)
     run = parent_config["run"]
-    task = load_task(run["dataset"], text_column=run.get("text_column"), text_pair_column=run.get("text_pair_column"),
-                     label_column=run.get("label_column"))
+    task = run_task(RunConfig(method=run["method"], **{k: run.get(k) for k in SETTINGS}))
     if task.fingerprint != parent_metrics["dataset"]["fingerprint"]:
         raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
     student_dir = run_dir / "student"
@@ -149,7 +142,7 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
     features = cpu_features()
     note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     if config.target == "teacher":
-        task = _task(config)
+        task = run_task(config)
         out = out_dir(config, task.name)   # a taken --out fails before any fine-tuning
         source = _teacher_source(config, task, show_progress)
     else:
@@ -168,13 +161,15 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         fp32_speed = measure_speed(fp32, source.data, seq_len, speed)
         calibration = calibration_batches(source.data, config.seed) if method.name == "static-int8" else None
         measured: dict[str, dict[str, Any]] = {}
+        loaded: dict[str, Predictor] = {}
         for backend in backends:
             directory = tmp / f"model-{backend}"
             directory.mkdir()
             write_artefact(method, backend, source.model, directory, calibration=calibration,
                            label_names=source.task.label_names)
             # Measure what was written: the artefact loaded back from disk.
-            measured[backend] = measure_speed(load_artefact(directory, speed.threads), source.data, seq_len, speed)
+            loaded[backend] = load_artefact(directory, speed.threads)
+            measured[backend] = measure_speed(loaded[backend], source.data, seq_len, speed)
         chosen = min(measured, key=lambda b: measured[b]["latency_ms_p50"])
         for backend in backends:
             if backend != chosen:
@@ -184,7 +179,7 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         for name in TOKENIZER_FILES:
             if (source.directory / name).is_file():
                 shutil.copy(source.directory / name, model_dir / name)
-        quantized = load_artefact(model_dir, speed.threads)
+        quantized = loaded[chosen]  # already in memory: the rename moved its files, not their contents
         # Timed again: the sample the choice was made on favours the winner (it won partly by luck).
         student_speed = measure_speed(quantized, source.data, seq_len, speed)
         logits, _ = predict_batches(quantized, test_batches())

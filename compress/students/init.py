@@ -45,13 +45,18 @@ def project_embeddings(teacher: Encoder, student: Encoder) -> float:
     """A narrower student's token, position and type tables = the teacher's in its top principal
     directions (x_E = x_H V_E), so the student starts with the teacher's lexical geometry.
     Returns the share of word-embedding energy kept."""
+    return _project(teacher, student)[0]
+
+
+def _project(teacher: Encoder, student: Encoder) -> tuple[float, torch.Tensor]:
+    """:func:`project_embeddings`, also returning the basis V_E (one SVD for both callers)."""
     width = student.config.embedding_size
     words, basis, s = _principal_basis(teacher, width)
     src, dst = teacher.embeddings, student.embeddings
     dst.word_embeddings.weight.copy_(words)
     dst.position_embeddings.weight.copy_(src.position_embeddings.weight[: len(dst.position_embeddings.weight)] @ basis)
     dst.token_type_embeddings.weight.copy_(src.token_type_embeddings.weight @ basis)
-    return float((s[:width] ** 2).sum() / (s**2).sum())
+    return float((s[:width] ** 2).sum() / (s**2).sum()), basis
 
 
 @torch.no_grad()
@@ -66,8 +71,7 @@ def factorize_embeddings(teacher: Encoder, student: Encoder) -> float:
     word-embedding energy (squared Frobenius norm) the rank-E table keeps.
     """
     e, h = student.config.embedding_size, teacher.config.hidden_size
-    kept = project_embeddings(teacher, student)
-    _, basis, _ = _principal_basis(teacher, e)
+    kept, basis = _project(teacher, student)
     src, dst = teacher.embeddings, student.embeddings
     dst.layer_norm.reset_parameters()
     gamma, beta = src.layer_norm.weight, src.layer_norm.bias

@@ -82,12 +82,12 @@ def finetune_teacher(
     max_length = config.max_length or min(choose_max_length(task, tokenizer), positions)
     if max_length > positions:
         raise CompressError(f"--max-length {max_length} exceeds the teacher's {positions} positions.")
-    data = tokenize_task(task, tokenizer, max_length=max_length)
-    fingerprint = finetune_fingerprint(teacher_dir, task, data.max_length, config)
+    fingerprint = finetune_fingerprint(teacher_dir, task, max_length, config)
     target = cache_dir() / "teachers" / fingerprint
     record = None if force else cached_record(target)
     if record is not None:
         return FinetunedTeacher(target, record, cache_hit=True)
+    data = tokenize_task(task, tokenizer, max_length=max_length)  # only when training: a cache hit needs none
 
     torch_device = resolve_device(device)
     seed_everything(config.train.seed)  # the fresh classifier is drawn from the seeded generator
