@@ -7,8 +7,9 @@
 Every backend is written to disk and loaded back (what is timed is what would be deployed), then
 timed on the same real MR inputs cut to ``--seq-len`` tokens by ``compress.bench.speed.measure_all``,
 the measurement `compress compare` uses: warm-up calls, then the median of ``--repeats`` calls at
-batch 1 and at ``--batch-size``, threads fixed, one model at a time, in two passes (the second in
-reverse order) keeping each model's faster pass. Ratios are fp32 time / backend time.
+batch 1 and at ``--batch-size``, threads fixed, one model at a time, in ``--passes`` passes
+(alternating forward and reverse order) keeping each model's fastest pass per batch size. Ratios are
+fp32 time / backend time.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="the large batch (the small one is 1)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--passes", type=int, default=3, help="timing passes over all models; the fastest is kept")
     parser.add_argument("--all", action="store_true", help="also time fp16 on CPUs without fp16 units")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
@@ -81,13 +83,13 @@ def main() -> None:
                          batch_size=args.batch_size, batch_repeats=args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         predictors = _variants(model, data, Path(tmp), args.threads, skip_slow=not args.all)
-        speeds = measure_all(predictors, data, args.seq_len, config)
+        speeds = measure_all(predictors, data, args.seq_len, config, passes=args.passes)
 
     columns = {1: "latency_ms_p50", args.batch_size: "batch_ms_p50"}
     medians = {name: {b: speed[key] for b, key in columns.items()} for name, speed in speeds.items()}
     base = medians["fp32 torch"]
     print(f"{what}; CPU {cpu_model()}; {args.threads} threads; sequence length {args.seq_len}; median of "
-          f"{args.repeats} calls after {args.warmup} warm-up calls, the faster of two passes")
+          f"{args.repeats} calls after {args.warmup} warm-up calls, the fastest of {args.passes} passes")
     header = "".join(f"{f'batch {b} (ms)':>16}{'speed-up':>10}" for b in columns)
     print(f"{'backend':<22}{header}")
     for name, per in medians.items():
@@ -101,8 +103,9 @@ def main() -> None:
             line += f"; best int8 {best_int8} {base[b] / medians[best_int8][b]:.2f}x"
         print(line)
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": what, "threads": args.threads, "seq_len": args.seq_len,
-                                               "repeats": args.repeats, "median_ms": medians}, indent=2))
+        summary = {"model": what, "threads": args.threads, "seq_len": args.seq_len, "repeats": args.repeats,
+                   "passes": args.passes, "median_ms": medians}
+        Path(args.json).write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ A method whose run directory already holds a complete run made with the same con
 reused, so an interrupted comparison resumes where it stopped and a repeated one trains nothing.
 Speed is always measured afresh at the end: the teacher and every method one after another in this
 process, on the same inputs and threads, in two passes (the second in reverse order, each model
-keeping its faster pass), so the speed-ups compare like with like.
+keeping its faster pass at each batch size), so the speed-ups compare like with like.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from compress.bench import (
     package_versions, peak_memory_bytes, rss_bytes, time_call,
 )
 from compress.bench.machine import CPU_FEATURES
+from compress.errors import CompressError
 
 MB = 1024 * 1024
 
@@ -117,3 +118,29 @@ def test_git_commit_in_this_checkout(tmp_path):
     assert isinstance(git_dirty(), bool)
     assert git_commit(tmp_path) is None  # a fresh temporary directory is not a checkout
     assert git_dirty(tmp_path) is None
+
+
+def test_measure_all_alternates_order_and_keeps_each_batch_sizes_fastest_pass(monkeypatch):
+    """Batch 1 and the large batch each keep their fastest pass, even when those are different passes."""
+    from compress.bench import speed
+
+    calls: list[str] = []
+    # Pass by pass: model a is fast at batch 1 in pass 0 and at the large batch in pass 2.
+    times = {"a": [(1.0, 90.0), (5.0, 70.0), (3.0, 50.0)], "b": [(4.0, 40.0), (2.0, 60.0), (6.0, 80.0)]}
+
+    def fake(predictor, data, seq_len, config):
+        calls.append(predictor)
+        latency, batch = times[predictor][calls.count(predictor) - 1]
+        return {"latency_ms_p50": latency, "latency_ms_p90": latency + 0.5, "batch_ms_p50": batch,
+                "throughput": 32 / batch * 1000, "peak_memory_bytes": int(batch)}
+
+    monkeypatch.setattr(speed, "measure_speed", fake)
+    result = speed.measure_all({"a": "a", "b": "b"}, None, 8, speed.SpeedConfig(threads=1), passes=3)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    a, b = result["a"], result["b"]
+    assert (a["latency_ms_p50"], a["latency_ms_p90"], a["batch_ms_p50"]) == (1.0, 1.5, 50.0)
+    assert a["throughput"] == 32 / 50.0 * 1000
+    assert (b["latency_ms_p50"], b["batch_ms_p50"]) == (2.0, 40.0)
+    assert a["peak_memory_bytes"] == 90 and b["passes"] == 3
+    with pytest.raises(CompressError):
+        speed.measure_all({"a": "a"}, None, 8, speed.SpeedConfig(threads=1), passes=0)

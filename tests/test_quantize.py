@@ -12,7 +12,7 @@ from compress.errors import CompressError
 from compress.models.encoder import Encoder
 from compress.quantize import artefacts, onnx_backend, torch_backend
 from compress.quantize.artefacts import QUANT_METHODS, artefact_bytes, load_artefact, write_artefact
-from compress.quantize.predictors import TorchPredictor
+from compress.quantize.predictors import TorchPredictor, ort_session
 from compress.quantize.run import usable_backends
 from helpers import padded_batch, tiny_config
 
@@ -63,6 +63,29 @@ def test_each_backend_stays_close_to_fp32_and_is_smaller(model, inputs, tmp_path
     # bf16 halves every tensor; ONNX Runtime int8 quantizes the embedding table too, torch int8 only the Linears.
     expected_ratio = {("bf16", "torch"): 1.9, ("int8", "torch"): 1.2}.get((method, backend), 2.0)
     assert artefact_bytes(tmp_path / "fp32") / artefact_bytes(tmp_path / "q") > expected_ratio
+
+
+def test_onnxruntime_sessions_leave_out_the_slow_skip_layer_norm_fusion(model, inputs, tmp_path):
+    """ONNX Runtime would fuse our int8 graph's residual Adds into SkipLayerNormalization, which is
+    slower on CPU; our sessions run the same graph without that fusion and give the same logits."""
+    import onnx
+    import onnxruntime as ort
+
+    predictor = _write("int8", "onnxruntime", model, tmp_path / "q")
+    graph = tmp_path / "q" / "model.onnx"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "all.onnx")
+    default = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+    ort_session(graph, threads=1, save_optimized=tmp_path / "ours.onnx")
+
+    def ops(path):
+        return [node.op_type for node in onnx.load(str(path)).graph.node]
+
+    assert "SkipLayerNormalization" in ops(tmp_path / "all.onnx")
+    assert "SkipLayerNormalization" not in ops(tmp_path / "ours.onnx")
+    feeds = {i.name: inputs[i.name].astype(np.int64) for i in default.get_inputs()}
+    np.testing.assert_allclose(predictor(inputs), default.run(["logits"], feeds)[0], atol=1e-5, rtol=0)
 
 
 def test_torch_int8_round_trips_bit_for_bit(model, inputs, tmp_path):
