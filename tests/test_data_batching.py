@@ -24,6 +24,7 @@ from compress.data import (
     tokenize_dataset,
     tokenize_task,
 )
+from compress.data.batching import tokenizer_id
 from compress.data.corpus import Document
 
 
@@ -130,6 +131,19 @@ def test_tokenization_is_cached_by_fingerprint_tokenizer_and_length(tmp_path: Pa
     assert second.splits["test"]["input_ids"] == first.splits["test"]["input_ids"]
     assert tokenize_task(task, tokenizer, max_length=16).cache_key != first.cache_key
     assert tokenize_task(task.subset(10), tokenizer, max_length=24).cache_key != first.cache_key
+
+
+def test_the_same_tokenizer_saved_elsewhere_shares_the_cache_entry(tmp_path: Path, tokenizer: Any) -> None:
+    """A fine-tuned teacher or student saved with the teacher's tokenizer tokenizes the task once."""
+    task = make_task(tmp_path)
+    tokenizer.save_pretrained(tmp_path / "copy")
+    copy = AutoTokenizer.from_pretrained(tmp_path / "copy")
+    assert copy.name_or_path != tokenizer.name_or_path
+    tokenizer("a call that sets truncation", truncation=True, max_length=4)
+    assert tokenizer_id(copy) == tokenizer_id(tokenizer)
+    assert tokenize_task(task, copy, max_length=24).cache_key == tokenize_task(task, tokenizer, max_length=24).cache_key
+    cased = AutoTokenizer.from_pretrained(tmp_path / "copy", do_lower_case=False)
+    assert tokenizer_id(cased) != tokenizer_id(tokenizer)
 
 
 def test_damaged_tokenization_cache_is_rebuilt(tmp_path: Path, tokenizer: Any) -> None:

@@ -117,11 +117,21 @@ def max_length_from_lengths(
 
 
 def tokenizer_id(tokenizer: Any) -> str:
-    """A stable id of a tokenizer: class, ``name_or_path`` and a hash of its vocabulary."""
-    vocab = sorted(tokenizer.get_vocab().items())
-    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:12]
-    lower = getattr(tokenizer, "do_lower_case", None)
-    return f"{type(tokenizer).__name__}:{getattr(tokenizer, 'name_or_path', '')}:{digest}:lower={lower}"
+    """A stable id of what a tokenizer does, wherever it was loaded from.
+
+    For a ``tokenizers``-backed tokenizer it hashes the whole pipeline (normalizer, pre-tokenizer,
+    vocabulary, post-processor) except the truncation and padding state, which calls change; so the
+    teacher, its fine-tuned copy and a student saved with its tokenizer share one cache entry.
+    Otherwise it hashes the vocabulary and the lower-casing flag.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        pipeline = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+        material = json.dumps(pipeline, sort_keys=True, ensure_ascii=False)
+    else:
+        lower = getattr(tokenizer, "do_lower_case", None)
+        material = json.dumps([sorted(tokenizer.get_vocab().items()), lower], ensure_ascii=False)
+    return f"{type(tokenizer).__name__}:{hashlib.sha256(material.encode()).hexdigest()[:16]}"
 
 
 def tokenize_dataset(
