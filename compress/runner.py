@@ -105,7 +105,9 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
                                  show_progress=show_progress)
     data = tokenized_for(finetuned, task)
     if getattr(options, "augment_copies", 0):
-        data = augmented_train_split(data, task, finetuned.directory, AugmentConfig(copies=options.augment_copies))
+        # The pre-trained teacher, not the fine-tuned one: only the former can hold a masked-LM head.
+        data = augmented_train_split(data, task, resolve_teacher_dir(config.teacher),
+                                     AugmentConfig(copies=options.augment_copies))
     teacher = finetuned.load().model.to(device)
     if getattr(options, "general_distillation", False) and not options.init_from:
         options.init_from = str(general_distillation(config.teacher, student_shape, device=config.device,

@@ -154,3 +154,28 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
     assert metrics["quantization"]["max_abs_logit_diff"] < 1e-4
     assert metrics["quantization"]["prediction_agreement"] == 1.0
     assert (out / "model" / "model.onnx").is_file() and (out / "model" / "tokenizer.json").is_file()
+
+
+def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch):
+    """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses."""
+    from compress import runner
+    from compress.run_config import RunConfig
+    from compress.distill.training import TrainConfig
+    from compress.teachers.finetune import FinetuneConfig
+
+    seen = []
+
+    def stop(data, task, teacher_dir, config):
+        seen.append((teacher_dir, config.copies))
+        raise KeyboardInterrupt  # stop the run here: only the argument matters
+
+    monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
+    monkeypatch.setattr(runner, "augmented_train_split", stop)
+    config = RunConfig("tinybert", teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
+                       options={"augment_copies": 2, "num_layers": 1, "hidden_size": 16, "num_heads": 4,
+                                "ffn_size": 32},
+                       teacher_finetune=FinetuneConfig(TrainConfig(epochs=8, lr=3e-3, batch_size=8)),
+                       out=str(tiny["root"] / "run-augment"))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(config, show_progress=False)
+    assert seen == [(tiny["teacher"], 2)]

@@ -458,7 +458,10 @@ def mlm_candidates_from_checkpoint(
 
 def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: AugmentConfig) -> Any:
     """``data`` (a :class:`~compress.data.batching.TokenizedTask`) with its train split replaced by
-    the augmented, tokenized train split of ``task``; the cache key changes with the augmentation."""
+    the augmented, tokenized train split of ``task``; the cache key changes with the augmentation.
+
+    ``teacher_dir`` is the pre-trained teacher: its masked-LM head, when it has one, proposes the
+    replacements, else its word-embedding neighbours do."""
     tokenizer = load_tokenizer(str(teacher_dir))
     neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
     mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
