@@ -26,6 +26,13 @@ def test_general_distillation_trains_caches_and_initialises_tinybert(tmp_path, m
     history = [h["loss"] for h in record.get("history", [])]
     assert history == sorted(history, reverse=True)  # the held-out loss falls epoch by epoch
     assert general_distillation(str(teacher_dir), shape, config, show_progress=False) == directory  # cached
+    # A five-class task shares the entry (the classifier is not part of general distillation) ...
+    five = shape.replace(num_labels=5)
+    assert general_distillation(str(teacher_dir), five, config, show_progress=False) == directory
+    # ... and its student starts from it with a classifier of its own size.
+    teacher5 = load_encoder(teacher_dir, num_labels=5).model
+    student5 = build_tinybert(teacher5, TinyBertOptions(**{**options.__dict__, "init_from": str(directory)}))
+    assert student5.classifier.out_features == 5
 
     distilled = load_encoder(directory).model
     student = build_tinybert(teacher, TinyBertOptions(**{**options.__dict__, "init_from": str(directory)}))

@@ -59,10 +59,15 @@ def _passages(config: GeneralDistillConfig) -> list[str]:
 
 def general_distillation(teacher: str, student_config: EncoderConfig, config: GeneralDistillConfig | None = None,
                          *, device: str = "auto", show_progress: bool = True) -> Path:
-    """The checkpoint directory of a general-distilled student of ``student_config`` (trained or cached)."""
+    """The checkpoint directory of a general-distilled student of ``student_config`` (trained or cached).
+
+    Its classifier is untrained and may have another number of labels than ``student_config``'s
+    (the cache entry is shared across tasks); a task run replaces it."""
     config = config or GeneralDistillConfig()
     teacher_dir = resolve_teacher_dir(teacher)
-    key = hashlib.sha256(json.dumps({"teacher": weights_digest(teacher_dir), "student": student_config.to_dict(),
+    # The classifier is neither trained nor used here, so tasks with any number of labels share the entry.
+    body = {k: v for k, v in student_config.to_dict().items() if k != "num_labels"}
+    key = hashlib.sha256(json.dumps({"teacher": weights_digest(teacher_dir), "student": body,
                                      "config": asdict(config)}, sort_keys=True).encode()).hexdigest()[:20]
     target = cache_dir() / "general" / key
     if (target / "record.json").is_file():
