@@ -265,3 +265,30 @@ def test_mlm_replacements_follow_algorithm_1(tokenizer, neighbours, tiny_mlm):
             context = words[:j] + original[j:]
             candidates = [c for c in tiny_mlm([context], [j])[0] if c != _split_word(old)[1].lower()]
             assert _split_word(new)[1].lower() in candidates
+
+
+# --- the augmented train split of a run ---------------------------------------------------------
+
+
+def test_augmented_train_split_is_cached_and_reused(tokenizer, tmp_path, monkeypatch):
+    from compress.data import load_task, tokenize_task
+    from compress.distill import augment
+    from helpers import write_tiny_csv
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))
+    data = tokenize_task(task, tokenizer, max_length=16)
+    config = AugmentConfig(copies=2)
+    first = augment.augmented_train_split(data, task, MINILM, config)
+    assert len(first.splits["train"]) == 3 * len(data.splits["train"]) and first.cache_key != data.cache_key
+    assert first.splits["test"] is data.splits["test"]
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("augmented again instead of reading the cache")
+
+    monkeypatch.setattr(augment, "augment_dataset", not_again)
+    second = augment.augmented_train_split(data, task, MINILM, config)
+    assert second.cache_key == first.cache_key
+    assert second.splits["train"]["input_ids"] == first.splits["train"]["input_ids"]
+    with pytest.raises(AssertionError, match="augmented again"):  # other settings are another entry
+        augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1))

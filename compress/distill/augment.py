@@ -51,6 +51,9 @@ import datasets
 import torch
 
 from compress.data.batching import tokenize_dataset
+from compress.data.quiet import quiet_datasets
+from compress.models.checkpoints import weights_digest
+from compress.paths import atomic_dir, cache_dir
 from compress.teachers.registry import load_tokenizer
 
 __all__ = [
@@ -461,11 +464,29 @@ def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: Augme
     the augmented, tokenized train split of ``task``; the cache key changes with the augmentation.
 
     ``teacher_dir`` is the pre-trained teacher: its masked-LM head, when it has one, proposes the
-    replacements, else its word-embedding neighbours do."""
-    tokenizer = load_tokenizer(str(teacher_dir))
-    neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
-    mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
-    rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm)
-    train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
-    key = hashlib.sha256(f"{data.cache_key}|{json.dumps(config.to_dict(), sort_keys=True)}".encode()).hexdigest()[:20]
+    replacements, else its word-embedding neighbours do. The augmented split is cached by data,
+    teacher weights and augmentation settings, so a second run with the same ones does not redo it.
+    """
+    material = f"{data.cache_key}|{weights_digest(teacher_dir)}|{json.dumps(config.to_dict(), sort_keys=True)}"
+    key = hashlib.sha256(material.encode()).hexdigest()[:20]
+    target = cache_dir() / "augmented" / key
+    train = _load_augmented(target)
+    if train is None:
+        tokenizer = load_tokenizer(str(teacher_dir))
+        neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
+        mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
+        rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm)
+        train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
+        with atomic_dir(target) as tmp, quiet_datasets():
+            train.save_to_disk(str(tmp / "train"))
+        train = _load_augmented(target) or train
     return replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)
+
+
+def _load_augmented(target: Path) -> datasets.Dataset | None:
+    """The cached augmented train split, or ``None`` when absent or damaged (then it is made again)."""
+    try:
+        loaded = datasets.load_from_disk(str(target / "train"))
+    except Exception:  # noqa: BLE001 - any damage means: augment again
+        return None
+    return loaded if isinstance(loaded, datasets.Dataset) else None
