@@ -24,15 +24,13 @@ from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import make_dataloader
 from compress.device import resolve_device
-from compress.distill.augment import AugmentConfig, augmented_train_split
-from compress.distill.general import general_distillation
 from compress.distill.layer_maps import parse_layer_map, teacher_layers
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
 from compress.distill.training import TrainConfig, evaluate, seed_everything, train_stage
 from compress.errors import CompressError
-from compress.methods import get_method, method_options
+from compress.methods import Preparation, get_method, method_options
 from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
@@ -104,14 +102,10 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
                                  show_progress=show_progress)
     data = tokenized_for(finetuned, task)
-    if getattr(options, "augment_copies", 0):
-        # The pre-trained teacher, not the fine-tuned one: only the former can hold a masked-LM head.
-        data = augmented_train_split(data, task, resolve_teacher_dir(config.teacher),
-                                     AugmentConfig(copies=options.augment_copies))
+    if method.prepare is not None:
+        data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,
+                                                   show_progress))
     teacher = finetuned.load().model.to(device)
-    if getattr(options, "general_distillation", False) and not options.init_from:
-        options.init_from = str(general_distillation(config.teacher, student_shape, device=config.device,
-                                                     show_progress=show_progress))
     seed_everything(config.seed)
     student = method.build(teacher, options).to(device)
 

@@ -158,7 +158,7 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
 
 def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch):
     """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses."""
-    from compress import runner
+    from compress import methods, runner
     from compress.run_config import RunConfig
     from compress.distill.training import TrainConfig
     from compress.teachers.finetune import FinetuneConfig
@@ -170,7 +170,7 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
         raise KeyboardInterrupt  # stop the run here: only the argument matters
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
-    monkeypatch.setattr(runner, "augmented_train_split", stop)
+    monkeypatch.setattr(methods, "augmented_train_split", stop)
     config = RunConfig("tinybert", teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
                        options={"augment_copies": 2, "num_layers": 1, "hidden_size": 16, "num_heads": 4,
                                 "ffn_size": 32},
