@@ -66,3 +66,31 @@ def test_finetune_bad_input_is_one_line(tiny, tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "sentence_text" in lines[0]
+    done = run_cli("teacher", "finetune", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--layer-decay", "1.5", env=tiny["env"])
+    assert done.returncode != 0 and done.stderr.strip().count("\n") == 0 and "layer_decay" in done.stderr
+
+
+def test_layer_wise_lr_decay_gives_each_depth_its_rate():
+    """Head at lr, layer l of L at lr * d ** (L + 1 - l), embeddings at lr * d ** (L + 1); no decay on
+    biases and LayerNorms; worked out by hand for L = 4, d = 0.5, lr = 1."""
+    from compress.distill.training import _optimizer
+    from compress.errors import CompressError
+    from compress.models.encoder import Encoder
+    from helpers import tiny_config
+
+    model = Encoder(tiny_config())
+    optimizer = _optimizer(model, [], TrainConfig(lr=1.0, weight_decay=0.1, layer_decay=0.5))
+    rate = {id(p): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups for p in g["params"]}
+    expected = {"classifier.weight": (1.0, 0.1), "pooler.bias": (1.0, 0.0), "ffn.3.output.weight": (0.5, 0.1),
+                "attention.3.layer_norm.weight": (0.5, 0.0), "attention.2.query.weight": (0.25, 0.1),
+                "ffn.0.intermediate.bias": (0.0625, 0.0), "embeddings.word_embeddings.weight": (0.03125, 0.1)}
+    named = dict(model.named_parameters())
+    assert {name: rate[id(named[name])] for name in expected} == expected
+    assert len(rate) == len(named)  # every parameter is trained, once
+
+    with pytest.raises(CompressError, match="shares them"):
+        _optimizer(Encoder(tiny_config(sharing="all")), [], TrainConfig(layer_decay=0.8))
+    assert {g["lr"] for g in _optimizer(model, [], TrainConfig(lr=2e-5)).param_groups} == {2e-5}  # no decay: one rate
+    with pytest.raises(ValueError, match="layer_decay"):
+        TrainConfig(layer_decay=0.0)

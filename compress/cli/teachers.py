@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from compress.cli.common import console, print_json
+from compress.errors import CompressError
 from compress.data.named import DEFAULT_DATASET
 from compress.models.accounting import count_parameters
 from compress.teachers.finetune import FinetuneConfig
@@ -81,6 +82,8 @@ def finetune(
     epochs: int = typer.Option(FinetuneConfig().train.epochs, help="Training epochs (the best dev epoch is kept)."),
     batch_size: int = typer.Option(FinetuneConfig().train.batch_size, help="Training batch size."),
     lr: float = typer.Option(FinetuneConfig().train.lr, help="Peak learning rate (AdamW, linear warm-up and decay)."),
+    layer_decay: float = typer.Option(FinetuneConfig().train.layer_decay,
+                                      help="Layer-wise lr decay: each layer below the top learns this much slower."),
     seed: int = typer.Option(FinetuneConfig().train.seed, help="Seed for shuffling, dropout and the classifier."),
     max_length: int | None = typer.Option(None, help="Truncation length (default: 99th percentile of train, capped)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
@@ -95,9 +98,11 @@ def finetune(
 
     task = load_task(dataset, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
     base = FinetuneConfig()
-    config = FinetuneConfig(
-        train=replace(base.train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed), max_length=max_length,
-    )
+    try:
+        train = replace(base.train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, layer_decay=layer_decay)
+    except ValueError as e:
+        raise CompressError(f"teacher fine-tuning: {e}") from None
+    config = FinetuneConfig(train=train, max_length=max_length)
     result = finetune_teacher(teacher, task, config, device=device, force=force, show_progress=not as_json)
     record = result.record
     if as_json:

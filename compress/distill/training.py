@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -24,6 +25,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
 from compress.distill.losses import hard_ce
+from compress.errors import CompressError
 from compress.models.encoder import Encoder
 
 Batch = dict[str, torch.Tensor]
@@ -45,6 +47,7 @@ class TrainConfig:
     patience: int | None = None      # stop after this many epochs without a better dev score
     eval_batch_size: int = 128
     metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
+    layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -52,6 +55,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
+        if not 0 < self.layer_decay <= 1:
+            raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
         if self.metric not in ("accuracy", "macro_f1", "loss"):
             raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
 
@@ -131,14 +136,43 @@ def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[
 
 
 def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:
-    decay, no_decay = [], []
+    """AdamW without weight decay on biases and LayerNorms, and with layer-wise lr decay when asked."""
+    groups: dict[tuple[float, float], list[nn.Parameter]] = {}
+    scales = _layer_lr_scales(model, config.layer_decay)
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 or "layer_norm" in name else decay).append(p)
-    groups = [{"params": decay + extra, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+            decay = 0.0 if p.ndim < 2 or "layer_norm" in name else config.weight_decay
+            groups.setdefault((scales(name), decay), []).append(p)
+    if extra:
+        groups.setdefault((1.0, config.weight_decay), []).extend(extra)
     # fused: one kernel for all parameters; the per-tensor loop is ~30x slower on CPU here.
-    return torch.optim.AdamW(groups, lr=config.lr, fused=True)
+    return torch.optim.AdamW([{"params": params, "lr": config.lr * scale, "weight_decay": decay}
+                              for (scale, decay), params in groups.items()], lr=config.lr, fused=True)
+
+
+_LAYER = re.compile(r"^(?:attention|ffn)\.(\d+)\.")
+
+
+def _layer_lr_scales(model: nn.Module, decay: float) -> Callable[[str], float]:
+    """The lr multiplier of each parameter name under layer-wise decay (Howard & Ruder 2018; ELECTRA):
+    the classifier and pooler learn at the full rate, layer ``l`` (1-based) of ``L`` at
+    ``decay ** (L + 1 - l)`` and the embeddings at ``decay ** (L + 1)``, so the layers nearest the
+    input, which hold the most general features, move least."""
+    if decay == 1.0:
+        return lambda name: 1.0
+    config = getattr(model, "config", None)
+    if not isinstance(model, Encoder) or config.sharing != "none":
+        raise CompressError("layer-wise lr decay needs a model with its own weights in every layer; this one "
+                            "shares them across layers (pass --layer-decay 1).")
+    top = config.num_layers + 1
+
+    def scale(name: str) -> float:
+        if name.startswith("embeddings."):
+            return decay ** top
+        layer = _LAYER.match(name)
+        return decay ** (top - 1 - int(layer.group(1))) if layer else 1.0
+
+    return scale
 
 
 def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:

