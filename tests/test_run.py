@@ -143,6 +143,17 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     assert q["fp32_accuracy"] == pytest.approx(parent["student"]["accuracy"])
     assert "## Quantization" in (chained / "report.md").read_text()
 
+    # The headline accuracy scores one sentence at a time; the batched figure is kept beside it.
+    from compress.quantize.artefacts import load_artefact
+    from compress.quantize.run import run_source
+
+    data = run_source(out).data
+    model = load_artefact(chained / "model", threads=1)
+    correct = [int(model({k: v.numpy() for k, v in one.items()}).argmax()) == int(one["labels"])
+               for one in data.dataloader("test", batch_size=1)]
+    assert metrics["student"]["accuracy"] == pytest.approx(sum(correct) / len(correct))
+    assert 0 < q["batched_accuracy"] <= 1 and q["batched_size"] == 128
+
 
 def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
     parent, done = _run(tiny, "albert", *METHOD_FLAGS["albert"], out=tiny["root"] / "run-albert-for-onnx")
