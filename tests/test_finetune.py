@@ -89,7 +89,7 @@ def test_layer_wise_lr_decay_gives_each_depth_its_rate():
     assert {name: rate[id(named[name])] for name in expected} == expected
     assert len(rate) == len(named)  # every parameter is trained, once
 
-    with pytest.raises(CompressError, match="shares them"):
+    with pytest.raises(CompressError, match="shares them across layers"):
         _optimizer(Encoder(tiny_config(sharing="all")), [], TrainConfig(layer_decay=0.8))
     assert {g["lr"] for g in _optimizer(model, [], TrainConfig(lr=2e-5)).param_groups} == {2e-5}  # no decay: one rate
     with pytest.raises(ValueError, match="layer_decay"):

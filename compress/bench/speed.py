@@ -51,8 +51,7 @@ def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, confi
     }
 
 
-# The fields of one measurement that belong to batch 1 and to the large batch.
-_LATENCY_KEYS = ("latency_ms_p50", "latency_ms_p90")
+# The fields of one measurement that belong to the large batch (the rest are batch 1's).
 _BATCH_KEYS = ("batch_ms_p50", "throughput")
 
 

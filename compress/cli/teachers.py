@@ -6,8 +6,8 @@ import typer
 from rich.table import Table
 
 from compress.cli.common import console, print_json
-from compress.errors import CompressError
 from compress.data.named import DEFAULT_DATASET
+from compress.errors import CompressError
 from compress.models.accounting import count_parameters
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER, TEACHERS, weights_available

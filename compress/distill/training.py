@@ -162,8 +162,8 @@ def _layer_lr_scales(model: nn.Module, decay: float) -> Callable[[str], float]:
         return lambda name: 1.0
     config = getattr(model, "config", None)
     if not isinstance(model, Encoder) or config.sharing != "none":
-        raise CompressError("layer-wise lr decay needs a model with its own weights in every layer; this one "
-                            "shares them across layers (pass --layer-decay 1).")
+        raise CompressError("layer-wise lr decay needs an encoder with its own weights in every layer, and this "
+                            "one shares them across layers; pass --layer-decay 1.")
     top = config.num_layers + 1
 
     def scale(name: str) -> float:
