@@ -159,7 +159,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
         })
     comparison = {
         "schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": 2},
+        "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": speeds["teacher"]["passes"]},
         "dataset": {"name": task.name, "fingerprint": task.fingerprint,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},
         "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),

@@ -34,9 +34,9 @@ from compress.methods import Preparation, get_method, method_options
 from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
-from compress.quantize.artefacts import QUANT_METHODS, get_quant_method
+from compress.quantize.artefacts import QUANT_METHODS
 from compress.quantize.predictors import TorchPredictor
-from compress.quantize.run import quantize_run, usable_backends
+from compress.quantize.run import check_quantization, quantize_run
 from compress.reports.run_record import run_metrics, write_run_record
 from compress.run_config import RunConfig, RunResult, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
@@ -69,7 +69,7 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         raise CompressError("--target does not apply with --then: the student this run trains is quantized.")
     chained = replace(config, method=config.then, then=None, options={}, epochs=None, lr=None, layer_map=None,
                       patience=None)
-    usable_backends(get_quant_method(config.then), config.backend)  # fail before training, not after
+    check_quantization(chained)  # fail before training, not after
     if config.out:
         out_dir(replace(chained, out=f"{config.out}-{config.then}"), "")
     result = distillation_run(config, show_progress)

@@ -8,6 +8,7 @@ from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.methods import METHODS
 from compress.quantize.artefacts import QUANT_METHODS
+from compress.reports.run_record import batched_change
 from compress.teachers.registry import DEFAULT_TEACHER
 
 
@@ -97,9 +98,7 @@ def _summary(m: dict, directory) -> None:
         chosen = m["speed"]["student"]
         console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q['fp32_speed']['latency_ms_p50']:.1f}"
                       f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
-                      f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32"
-                      + (f" ({100 * (q['batched_accuracy'] - q['fp32_accuracy']):+.2f} in padded batches of "
-                         f"{q['batched_size']})" if "batched_accuracy" in q else ""))
+                      f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32{batched_change(q)}")
         console.print(f"  backend {q['backend']}: {q['chosen_by']}")
         if q["note"]:
             console.print(f"  [yellow]note:[/] {q['note']}")

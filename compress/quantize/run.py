@@ -121,24 +121,25 @@ def usable_backends(method: QuantMethod, backend: str) -> tuple[list[str], dict[
     return usable, {b: r for b, r in reasons.items() if r is not None}
 
 
-def check_quantization(config: RunConfig) -> None:
-    """Every check of a quantization run that needs no data, so a chained run fails before training."""
+def check_quantization(config: RunConfig) -> tuple[list[str], dict[str, str]]:
+    """Every check of a quantization run that needs no data, so a chained run fails before training;
+    returns :func:`usable_backends`."""
     method = get_quant_method(config.method)
     if config.options or config.epochs or config.lr or config.layer_map or config.patience or config.then:
         raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map, "
                             "--patience and --then do not apply.")
-    usable_backends(method, config.backend)
+    backends = usable_backends(method, config.backend)
     if config.target != "teacher" and not Path(config.target).is_dir():
         raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
     if config.threads is not None and config.threads < 1:
         raise CompressError("--threads must be a positive integer.")
+    return backends
 
 
 def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Quantize ``config.target`` with ``config.method``, evaluate it on the test split, write a run directory."""
-    check_quantization(config)
+    backends, skipped = check_quantization(config)
     method = get_quant_method(config.method)
-    backends, skipped = usable_backends(method, config.backend)
     features = cpu_features()
     note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     if config.target == "teacher":

@@ -205,6 +205,15 @@ def _training_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list[str
     return lines
 
 
+def batched_change(quantization: dict[str, Any]) -> str:
+    """`` (+x.xx in padded batches of N)``: the accuracy change against fp32 when scored in batches
+    (empty for records made before it was measured)."""
+    q = quantization
+    if "batched_accuracy" not in q:
+        return ""
+    return f" ({100 * (q['batched_accuracy'] - q['fp32_accuracy']):+.2f} in padded batches of {q['batched_size']})"
+
+
 def _quantization_lines(metrics: dict[str, Any]) -> list[str]:
     q, source = metrics["quantization"], metrics["source"]
     found = [name for name, present in q["cpu"]["features"].items() if present]
@@ -214,10 +223,7 @@ def _quantization_lines(metrics: dict[str, Any]) -> list[str]:
         f"Quantized: the {'fine-tuned teacher' if source['kind'] == 'teacher' else 'student of ' + str(source['parent'])}"
         f" (fp32 test accuracy {q['fp32_accuracy']:.4f}). Backend **{q['backend']}**, {q['dtype']} "
         f"({q['chosen_by']}); test accuracy, one sentence at a time, changes by "
-        f"{-q['accuracy_drop_points']:+.2f} points"
-        + (f" ({100 * (q['batched_accuracy'] - q['fp32_accuracy']):+.2f} in padded batches of {q['batched_size']})"
-           if "batched_accuracy" in q else "")
-        + ", the model agrees "
+        f"{-q['accuracy_drop_points']:+.2f} points{batched_change(q)}, the model agrees "
         f"with fp32 on {q['prediction_agreement']:.1%} of test predictions, and its logits differ by at most "
         f"{q['max_abs_logit_diff']:.2e}.",
         "",
