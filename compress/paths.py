@@ -1,19 +1,41 @@
-"""Where compress keeps its cache, and how it writes files without leaving half of one behind."""
+"""Where compress keeps its cache, and how it writes files without leaving half of one behind.
+
+Every directory compress writes (a run, a comparison, a cache entry) has a lock: a file
+``.NAME.lock`` beside it, held with ``flock`` while a process builds or replaces it. The kernel
+releases the lock when its process dies, however it dies, so a killed run never blocks the next
+one; the file itself is removed by whoever releases the lock. While the lock is held, the temporary
+``.NAME.tmp-*`` and ``.NAME.old-*`` siblings of the target can only be left over from a process that
+died, and are removed.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from compress.errors import CompressError
+
 
 def cache_dir() -> Path:
     """The cache root: ``$COMPRESS_CACHE``, else ``~/.cache/compress``."""
     root = os.environ.get("COMPRESS_CACHE")
     return Path(root).expanduser() if root else Path.home() / ".cache" / "compress"
+
+
+def notice(message: str) -> None:
+    """One line for the user on stderr, from the library (a cache rebuilt, a wait for a lock)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    # escaped: a path such as /data/[old]/cache would otherwise lose "[old]" (or raise, for "[/x]")
+    Console(stderr=True).print(f"[yellow]![/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _umask() -> int:
@@ -27,29 +49,149 @@ def as_ordinary_file(path: Path) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
+def lock_path(target: Path) -> Path:
+    return target.parent / f".{target.name}.lock"
+
+
+# Locks this process holds: lock file -> (descriptor, depth). flock locks belong to an open file,
+# so taking the same lock twice in one process through two descriptors would wait for itself.
+_held: dict[Path, list[int]] = {}
+
+
+def _try_lock(path: Path, wait: bool) -> int | None:
+    """A descriptor holding ``path``'s lock, or None when another process holds it and ``wait`` is off."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            raise
+        # The holder before us unlinks the file as it lets go; if it did, this lock guards nothing.
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = path.read_text().strip()
+    except OSError:
+        pid = ""
+    return f"process {pid}" if pid.isdigit() else "another process"
+
+
+@contextmanager
+def locked(target: Path, *, wait: bool = True, what: str | None = None) -> Iterator[None]:
+    """Hold ``target``'s lock for the block (re-entrant within a process).
+
+    With ``wait``, a lock held by another process is waited for, after one line saying so; without,
+    it is a :class:`CompressError` naming the holder. Stale temporary siblings of ``target`` are
+    removed once the lock is ours.
+    """
+    target = Path(target).absolute()
+    path = lock_path(target)
+    if path in _held:
+        _held[path][1] += 1
+        try:
+            yield
+        finally:
+            _held[path][1] -= 1
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = _try_lock(path, wait=False)
+    except OSError as e:
+        raise CompressError(f"cannot write in {target.parent} ({e.strerror}); choose another place.") from None
+    if fd is None:
+        what = what or f"in {target}"
+        if not wait:
+            raise CompressError(f"{_holder(path)} is writing {what} right now; wait for it to finish or choose "
+                                "another --out.")
+        notice(f"waiting for {_holder(path)}, which is writing {what}.")
+        fd = _try_lock(path, wait=True)
+    _held[path] = [fd, 1]
+    try:
+        _remove_stale(target)
+        yield
+    finally:
+        del _held[path]
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _temporaries(target: Path) -> list[Path]:
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-[A-Za-z0-9_]{{8}}")
+    try:
+        return [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
+    except OSError:
+        return []
+
+
+def _remove_stale(target: Path) -> None:
+    stale = _temporaries(target)
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    if stale:
+        notice(f"removed {len(stale)} temporary director{'y' if len(stale) == 1 else 'ies'} left beside "
+               f"{target} by a run that was killed.")
+
+
+def _aside(target: Path) -> Path:
+    """A free name beside ``target`` to move the old version to before it is deleted."""
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+
+
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Put directory ``tmp`` in ``target``'s place: the old one is moved aside first and deleted after,
+    so a reader sees the old directory or the new one, never part of either."""
+    if target.exists() or target.is_symlink():
+        old = _aside(target)
+        os.replace(target, old / target.name)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+    _committed.append(target.absolute())
+
+
+_committed: list[Path] = []
+
+
+def committed() -> list[Path]:
+    """The directories this process completed that still exist (what an interrupted command kept)."""
+    return [p for p in dict.fromkeys(_committed) if p.exists()]
+
+
 @contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a temporary sibling directory; on success it replaces ``target`` in one rename.
+    """Yield a temporary sibling directory; on success it replaces ``target`` (see :func:`replace_dir`).
 
-    On an exception the temporary directory is removed and ``target`` is left untouched,
-    so a reader never sees a half-written directory.
+    The target's lock is held throughout (waited for when another process holds it). On an exception,
+    Ctrl-C or SIGTERM the temporary directory is removed and ``target`` is left untouched.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
-    try:
-        yield tmp
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with locked(target):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
+        try:
+            yield tmp
+            replace_dir(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file (unique to this call) and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

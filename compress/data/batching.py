@@ -6,7 +6,8 @@
 * :func:`tokenize_task`: every split tokenized (truncated, not padded) into ``input_ids``,
   ``attention_mask``, ``token_type_ids`` and ``labels``; cached on disk under
   ``cache_dir()/tokenized/`` keyed by the split fingerprint, the content digest, the tokenizer
-  (class, name, vocabulary hash) and the maximum length. The cache is written in one rename.
+  (class, name, vocabulary hash) and the maximum length. The cache is written in one rename, with
+  checksums that are verified on every use; a damaged entry is tokenized again (:mod:`compress.cache`).
 * :class:`DynamicPaddingCollator`: pads each batch to its own longest example.
 """
 
@@ -25,9 +26,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from compress.cache import cached
 from compress.data.quiet import quiet_datasets
 from compress.data.task import TaskData
-from compress.paths import atomic_dir, atomic_write_text, cache_dir
+from compress.paths import atomic_write_text, cache_dir
 
 MAX_LENGTH_CAP: int = 128
 """Upper bound of the automatically chosen maximum length."""
@@ -38,7 +40,7 @@ PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 MODEL_INPUTS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids", "labels")
 PROGRESS_BAR_MIN_EXAMPLES: int = 50_000
 """Tokenizing fewer examples than this shows no progress bar (it takes about a second)."""
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: entries carry checksums.json (compress.cache)
 _UNSET_MODEL_MAX_LENGTH = 1_000_000  # tokenizers without a limit report about 1e30
 
 
@@ -299,22 +301,26 @@ def tokenize_task(
     tokenizer_key = tokenizer_id(tokenizer)
     key = tokenization_key(task, tokenizer, max_length, tokenizer_key=tokenizer_key)
     collator = collator_for(tokenizer)
-    target = cache_dir() / "tokenized" / key
-    splits = _load_cached(target, key) if cache else None
-    if splits is None:
-        splits = datasets.DatasetDict(
+
+    def tokenize_splits() -> datasets.DatasetDict:
+        return datasets.DatasetDict(
             {
                 name: tokenize_dataset(split, tokenizer, max_length, fingerprint=f"{key}-{name}")
                 for name, split in task.splits.items()
             }
         )
-        if cache:
-            with atomic_dir(target) as tmp, quiet_datasets():
-                splits.save_to_disk(str(tmp / "splits"))
-                meta = {"key": key, "fingerprint": task.fingerprint, "tokenizer": tokenizer_key,
-                        "max_length": max_length, "task": task.name}  # fmt: skip
-                atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
-            splits = _load_cached(target, key) or splits
+
+    def build(tmp: Path) -> None:
+        with quiet_datasets():
+            tokenize_splits().save_to_disk(str(tmp / "splits"))
+        meta = {"key": key, "fingerprint": task.fingerprint, "tokenizer": tokenizer_key,
+                "max_length": max_length, "task": task.name}  # fmt: skip
+        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
+
+    if cache:
+        splits, _ = cached(cache_dir() / "tokenized" / key, "tokenized task", build, lambda t: _load_cached(t, key))
+    else:
+        splits = tokenize_splits()
     return TokenizedTask(
         splits=splits,
         max_length=max_length,
@@ -325,13 +331,14 @@ def tokenize_task(
     )
 
 
-def _load_cached(target: Path, key: str) -> datasets.DatasetDict | None:
-    """The cached tokenized splits, or ``None`` when absent, unreadable or for another key."""
+def _load_cached(target: Path, key: str) -> datasets.DatasetDict:
+    """The cached tokenized splits (memory-mapped from the entry); ``ValueError`` when the intact entry
+    is for another key or cannot be read (then :func:`compress.cache.cached` tokenizes again)."""
     try:
         meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
-        if meta.get("key") != key:
-            return None
         loaded = datasets.load_from_disk(str(target / "splits"))
-    except Exception:  # noqa: BLE001 - any damage means: tokenize again
-        return None
-    return loaded if isinstance(loaded, datasets.DatasetDict) else None
+    except Exception as e:  # noqa: BLE001 - an entry this version cannot read is rebuilt
+        raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+    if meta.get("key") != key or not isinstance(loaded, datasets.DatasetDict):
+        raise ValueError("it holds another tokenization than its key says")
+    return loaded

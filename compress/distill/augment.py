@@ -50,10 +50,11 @@ from typing import Any
 import datasets
 import torch
 
+from compress.cache import cached
 from compress.data.batching import tokenize_dataset
 from compress.data.quiet import quiet_datasets
 from compress.models.checkpoints import weights_digest
-from compress.paths import atomic_dir, cache_dir
+from compress.paths import cache_dir
 from compress.teachers.registry import load_tokenizer
 
 __all__ = [
@@ -73,6 +74,7 @@ the word to mask in it; the answer holds, for each ``b``, replacement words, mos
 """
 
 _UNUSED = re.compile(r"\[unused\d+\]")
+_CACHE_FORMAT = 2  # enters the augmented split's cache key; 2: entries carry checksums.json (compress.cache)
 
 
 def _is_int(value: Any) -> bool:
@@ -465,28 +467,34 @@ def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: Augme
 
     ``teacher_dir`` is the pre-trained teacher: its masked-LM head, when it has one, proposes the
     replacements, else its word-embedding neighbours do. The augmented split is cached by data,
-    teacher weights and augmentation settings, so a second run with the same ones does not redo it.
+    teacher weights and augmentation settings, so a second run with the same ones does not redo it;
+    the entry ``augmented/<key>/`` (``train/`` and its checksums) is verified on every use and made
+    again when damaged (:mod:`compress.cache`).
     """
-    material = f"{data.cache_key}|{weights_digest(teacher_dir)}|{json.dumps(config.to_dict(), sort_keys=True)}"
+    material = (f"{_CACHE_FORMAT}|{data.cache_key}|{weights_digest(teacher_dir)}|"
+                f"{json.dumps(config.to_dict(), sort_keys=True)}")
     key = hashlib.sha256(material.encode()).hexdigest()[:20]
-    target = cache_dir() / "augmented" / key
-    train = _load_augmented(target)
-    if train is None:
+
+    def build(tmp: Path) -> None:
         tokenizer = load_tokenizer(str(teacher_dir))
         neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
         mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
         rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm)
         train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
-        with atomic_dir(target) as tmp, quiet_datasets():
+        with quiet_datasets():
             train.save_to_disk(str(tmp / "train"))
-        train = _load_augmented(target) or train
+
+    train, _ = cached(cache_dir() / "augmented" / key, "augmented train split", build, _load_augmented)
     return replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)
 
 
-def _load_augmented(target: Path) -> datasets.Dataset | None:
-    """The cached augmented train split, or ``None`` when absent or damaged (then it is made again)."""
+def _load_augmented(target: Path) -> datasets.Dataset:
+    """The cached augmented train split (memory-mapped from the entry); ``ValueError`` when the intact
+    entry cannot be read as one (then :func:`compress.cache.cached` augments again)."""
     try:
         loaded = datasets.load_from_disk(str(target / "train"))
-    except Exception:  # noqa: BLE001 - any damage means: augment again
-        return None
-    return loaded if isinstance(loaded, datasets.Dataset) else None
+    except Exception as e:  # noqa: BLE001 - an entry this version cannot read is rebuilt
+        raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+    if not isinstance(loaded, datasets.Dataset):
+        raise ValueError("it holds no single train split")
+    return loaded

@@ -3,7 +3,8 @@ embeddings, hidden states and attention on raw text, before it sees the task.
 
 The teacher is the *pre-trained* one (not fine-tuned); the corpus is split into short passages
 of consecutive sentences. The result is cached by a fingerprint of teacher weights, student
-shape and settings, so every task run that asks for it reuses it.
+shape and settings, so every task run that asks for it reuses it; its checksums are verified on
+every use, and a damaged entry is trained again (:mod:`compress.cache`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import datasets
 
+from compress.cache import cached
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
 from compress.data.corpus import load_corpus
 from compress.device import resolve_device
@@ -27,11 +29,13 @@ from compress.distill.training import TrainConfig, seed_everything, train_stage
 from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.paths import atomic_dir, cache_dir
+from compress.paths import cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 
 # General distillation distils what TinyBERT's intermediate stage does: embeddings, hidden states, attention.
 GENERAL_TERMS = tuple(tinybert_recipe().stages[0].terms)
+RECORD = "record.json"
+_CACHE_VERSION = 2  # enters the key; 2: entries carry checksums.json (compress.cache)
 
 
 @dataclass
@@ -67,12 +71,26 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
     teacher_dir = resolve_teacher_dir(teacher)
     # The classifier is neither trained nor used here, so tasks with any number of labels share the entry.
     body = {k: v for k, v in student_config.to_dict().items() if k != "num_labels"}
-    key = hashlib.sha256(json.dumps({"teacher": weights_digest(teacher_dir), "student": body,
-                                     "config": asdict(config)}, sort_keys=True).encode()).hexdigest()[:20]
+    key = hashlib.sha256(json.dumps({"version": _CACHE_VERSION, "teacher": weights_digest(teacher_dir),
+                                     "student": body, "config": asdict(config)},
+                                    sort_keys=True).encode()).hexdigest()[:20]
     target = cache_dir() / "general" / key
-    if (target / "record.json").is_file():
-        return target / "student"
 
+    return cached(target, "general-distilled student",
+                  lambda tmp: _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress),
+                  _student_of)[0]
+
+
+def _student_of(entry: Path) -> Path:
+    """The student checkpoint of an (intact) cache entry."""
+    if not (entry / RECORD).is_file() or not (entry / "student").is_dir():
+        raise ValueError(f"it lacks {RECORD} or student/")
+    return entry / "student"
+
+
+def _distil(teacher: str, teacher_dir: Path, student_config: EncoderConfig, config: GeneralDistillConfig,
+            out: Path, device: str, show_progress: bool) -> None:
+    """Train the general-distilled student and write it to ``out/student`` with ``out/record.json``."""
     torch_device = resolve_device(device)
     tokenizer = load_tokenizer(str(teacher_dir))
     texts = _passages(config)
@@ -103,7 +121,5 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
               "held_out_loss": result.best_dev, "history": [{"epoch": h["epoch"], "loss": h["loss"]}
                                                             for h in result.history],
               "seconds": round(result.seconds, 1)}
-    with atomic_dir(target) as tmp:
-        save_encoder(student.cpu(), tmp / "student")
-        (tmp / "record.json").write_text(json.dumps(record, indent=2))
-    return target / "student"
+    save_encoder(student.cpu(), out / "student")
+    (out / RECORD).write_text(json.dumps(record, indent=2))

@@ -2,42 +2,53 @@
 
 A logits-only stage (ALBERT's default, or any kd_kl / soft_ce / hard_ce recipe) would otherwise
 run the teacher on every batch of every epoch. The cache key is the fine-tuned teacher's
-fingerprint plus the tokenization key, so a change of either recomputes it.
+fingerprint plus the tokenization key, so a change of either recomputes it. Each entry is a directory
+``teacher_logits/<teacher>-<tokenization>-<split>/`` holding ``logits.safetensors`` and the
+checksums verified on every use; a damaged entry is recomputed (:mod:`compress.cache`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from compress.cache import cached
 from compress.data.batching import DynamicPaddingCollator, TokenizedTask
 from compress.distill.training import predict
 from compress.models.encoder import Encoder
-from compress.paths import cache_dir
+from compress.paths import as_ordinary_file, cache_dir
+
+LOGITS = "logits.safetensors"
 
 
 def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fingerprint: str,
                    device: torch.device) -> torch.Tensor:
     """(examples, classes) logits of the teacher on ``split``, in dataset order, cached."""
-    path = cache_dir() / "teacher_logits" / f"{teacher_fingerprint}-{data.cache_key}-{split}.safetensors"
-    if path.is_file():
+    target = cache_dir() / "teacher_logits" / f"{teacher_fingerprint}-{data.cache_key}-{split}"
+    examples = len(data.splits[split])
+
+    def build(tmp: Path) -> None:
+        logits, _ = predict(teacher, data.dataloader(split, batch_size=128, shuffle=False), device)
+        save_file({"logits": logits.contiguous()}, tmp / LOGITS)
+        as_ordinary_file(tmp / LOGITS)
+
+    def load(directory: Path) -> torch.Tensor:
         try:
-            cached = load_file(path)["logits"]
-            if len(cached) == len(data.splits[split]):
-                return cached
-        except Exception:  # noqa: BLE001 - a damaged cache entry is recomputed
-            pass
-    logits, _ = predict(teacher, data.dataloader(split, batch_size=128, shuffle=False), device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    save_file({"logits": logits.contiguous()}, tmp)
-    tmp.replace(path)
-    return logits
+            logits = load_file(directory / LOGITS)["logits"]
+        except (OSError, KeyError, SafetensorError) as e:
+            raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+        if len(logits) != examples:
+            raise ValueError(f"it holds {len(logits)} logits for a split of {examples} examples")
+        return logits
+
+    return cached(target, "teacher logits", build, load)[0]
 
 
 def teacher_logits_dataset(teacher: Encoder, data: TokenizedTask, split: str, teacher_fingerprint: str,

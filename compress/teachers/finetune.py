@@ -3,7 +3,8 @@
 The cache entry ``$COMPRESS_CACHE/teachers/<fingerprint>/`` holds the fine-tuned teacher in the
 transformers BERT layout (safetensors + tokenizer) and ``record.json`` with its dev and test
 accuracy and macro-F1. Teacher, task split and content, maximum length and hyper-parameters all
-enter the fingerprint, so a repeat call is a cache hit and any change trains anew.
+enter the fingerprint, so a repeat call is a cache hit and any change trains anew. The entry's
+``checksums.json`` is verified on every use; a damaged entry is trained anew (:mod:`compress.cache`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
 from compress.device import resolve_device
@@ -25,7 +27,7 @@ from compress.paths import atomic_dir, cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 
 RECORD = "record.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries carry checksums.json (compress.cache)
 
 
 @dataclass
@@ -61,13 +63,9 @@ def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, con
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def cached_record(directory: Path) -> dict[str, Any] | None:
-    """The record of a complete cache entry, or None."""
-    try:
-        record = json.loads((directory / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if (directory / "model.safetensors").is_file() else None
+def read_record(directory: Path) -> dict[str, Any]:
+    """The record of a cache entry (its files already verified by :func:`compress.cache.cached`)."""
+    return json.loads((directory / RECORD).read_text())
 
 
 def finetune_teacher(
@@ -79,7 +77,11 @@ def finetune_teacher(
     force: bool = False,
     show_progress: bool = True,
 ) -> FinetunedTeacher:
-    """Fine-tune ``teacher`` on ``task`` (or reuse the cached result) and evaluate it on dev and test."""
+    """Fine-tune ``teacher`` on ``task`` (or reuse the cached result) and evaluate it on dev and test.
+
+    ``force`` trains again and replaces the cache entry. A damaged entry is retrained after one line
+    saying so (see :mod:`compress.cache`).
+    """
     config = config or FinetuneConfig()
     teacher_dir = resolve_teacher_dir(teacher)
     tokenizer = load_tokenizer(str(teacher_dir))
@@ -89,41 +91,45 @@ def finetune_teacher(
         raise CompressError(f"--max-length {max_length} exceeds the teacher's {positions} positions.")
     fingerprint = finetune_fingerprint(teacher_dir, task, max_length, config)
     target = cache_dir() / "teachers" / fingerprint
-    record = None if force else cached_record(target)
-    if record is not None:
-        return FinetunedTeacher(target, record, cache_hit=True)
-    data = tokenize_task(task, tokenizer, max_length=max_length)  # only when training: a cache hit needs none
 
-    torch_device = resolve_device(device)
-    seed_everything(config.train.seed)  # the fresh classifier is drawn from the seeded generator
-    loaded = load_encoder(teacher_dir, num_labels=task.num_labels)
-    if loaded.model.config.num_labels != task.num_labels:
-        raise CompressError(
-            f"the teacher's classifier has {loaded.model.config.num_labels} classes but {task.name} has "
-            f"{task.num_labels}; use a teacher without a classifier head or with matching labels."
+    def build(tmp: Path) -> None:
+        data = tokenize_task(task, tokenizer, max_length=max_length)  # only when training: a cache hit needs none
+        torch_device = resolve_device(device)
+        seed_everything(config.train.seed)  # the fresh classifier is drawn from the seeded generator
+        loaded = load_encoder(teacher_dir, num_labels=task.num_labels)
+        if loaded.model.config.num_labels != task.num_labels:
+            raise CompressError(
+                f"the teacher's classifier has {loaded.model.config.num_labels} classes but {task.name} has "
+                f"{task.num_labels}; use a teacher without a classifier head or with matching labels."
+            )
+        model = loaded.model
+        tc = config.train
+        result = train_stage(
+            model, hard_label_loss,
+            train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
+            dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
+            config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
         )
-    model = loaded.model
-    tc = config.train
-    result = train_stage(
-        model, hard_label_loss,
-        train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
-        dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
-        config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
-    )
-    start = time.perf_counter()
-    test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device)
-    record = {
-        "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
-        "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
-        "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
-        "best_epoch": result.best_epoch, "history": result.history,
-        "dev": result.best_dev, "test": test.to_dict(),
-        "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
-    }
-    with atomic_dir(target) as tmp:
+        start = time.perf_counter()
+        test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device)
+        record = {
+            "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
+            "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
+            "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
+            "best_epoch": result.best_epoch, "history": result.history,
+            "dev": result.best_dev, "test": test.to_dict(),
+            "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
+        }
         save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
         (tmp / RECORD).write_text(json.dumps(record, indent=2))
-    return FinetunedTeacher(target, record, cache_hit=False)
+
+    if force:  # train again, then replace the entry (under its lock) as cached() would
+        with atomic_dir(target) as tmp:
+            build(tmp)
+            write_checksums(tmp)
+        return FinetunedTeacher(target, read_record(target), cache_hit=False)
+    record, hit = cached(target, "fine-tuned teacher", build, read_record)
+    return FinetunedTeacher(target, record, cache_hit=hit)
 
 
 def tokenized_for(teacher: FinetunedTeacher, task: TaskData) -> TokenizedTask:
