@@ -33,6 +33,7 @@ from compress.methods import METHODS
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
+from compress.paths import locked
 from compress.quantize.artefacts import QUANT_METHODS, load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import SCHEMA_VERSION, write_comparison
@@ -118,6 +119,15 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
         raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
     task = load_task(config.dataset)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
+    if out.exists() and not out.is_dir():
+        raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
+    # One comparison at a time per directory: a second process fails at once instead of racing this one.
+    with locked(out, wait=False, what=f"the comparison in {out}"):
+        return _compare(config, task, out, threads, speed_config, say)
+
+
+def _compare(config: CompareConfig, task, out: Path, threads: int, speed_config: SpeedConfig,
+             say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,7 @@ from typing import Any
 from compress.data.load import load_task
 from compress.data.task import TaskData
 from compress.errors import CompressError
+from compress.paths import locked, notice
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -46,6 +50,15 @@ class RunConfig:
     out: str | None = None
     overwrite: bool = False
 
+    def __post_init__(self) -> None:
+        """Refuse values that cannot be right, before any work (never silently replace them)."""
+        for flag, value in (("--epochs", self.epochs), ("--batch-size", self.batch_size),
+                            ("--patience", self.patience), ("--threads", self.threads)):
+            if value is not None and value < 1:
+                raise CompressError(f"{flag} must be a positive integer, got {value}.")
+        if self.lr is not None and not self.lr > 0:
+            raise CompressError(f"--lr must be positive, got {self.lr}.")
+
 
 @dataclass
 class RunResult:
@@ -55,15 +68,58 @@ class RunResult:
 
 
 def out_dir(config: RunConfig, dataset_name: str) -> Path:
-    """The run directory: ``--out`` or runs/METHOD-DATASET-TIME; an existing non-empty one needs ``overwrite``."""
+    """The run directory: ``--out`` or runs/METHOD-DATASET-TIME (checked by :func:`claimed`)."""
     if config.out:
-        out = Path(config.out)
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        out = Path("runs") / f"{config.method}-{Path(dataset_name).stem}-{stamp}"
-    if out.exists() and any(out.iterdir()) and not config.overwrite:
+        return Path(config.out)
+    return Path("runs") / f"{config.method}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` holds a run (or a comparison) that compress wrote."""
+    path = Path(path)
+    return ((path / "metrics.json").is_file() and (path / "config.json").is_file()) or \
+        (path / "comparison.json").is_file()
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """One clear line, before any work, when a run cannot be written to ``out``.
+
+    An existing non-empty directory is replaced only with ``overwrite``, and only when it is a run of
+    ours (never an ordinary directory, the current directory or one of its parents).
+    """
+    if out.exists() and not out.is_dir():
+        raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
+    ancestor = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if ancestor != out.absolute() and not ancestor.is_dir():
+        raise CompressError(f"--out {out} cannot be made: {ancestor} is a file; choose another --out.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise CompressError(f"--out {out} cannot be written: no permission to write in {ancestor}.")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
         raise CompressError(f"{out} already exists and is not empty; choose another --out or pass --overwrite.")
-    return out
+    resolved, here = out.resolve(), Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        raise CompressError(f"--overwrite will not replace {out}: it is the current directory or one of its "
+                            "parents; choose another --out.")
+    if not is_run_dir(out):
+        raise CompressError(f"--overwrite replaces only a compress run directory, and {out} holds no "
+                            "metrics.json and config.json; choose another --out.")
+
+
+@contextmanager
+def claimed(out: Path, overwrite: bool) -> Iterator[Path]:
+    """Hold ``out``'s lock from the first check to the final rename.
+
+    A second process writing the same directory fails at once with one line instead of racing this
+    one; temporary directories left beside ``out`` by a killed run are removed.
+    """
+    check_out(out, overwrite)  # a bad path fails with its own reason, not the lock's
+    with locked(out, wait=False, what=f"the run {out}"):
+        check_out(out, overwrite)  # again: another process may have written it meanwhile
+        if overwrite and is_run_dir(out):
+            notice(f"--overwrite: the run in {out} will be replaced when this one completes.")
+        yield out
 
 
 def run_task(config: RunConfig) -> TaskData:

@@ -14,7 +14,9 @@ leaves nothing behind):
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,13 +40,14 @@ from compress.quantize.artefacts import QUANT_METHODS
 from compress.quantize.predictors import TorchPredictor
 from compress.quantize.run import check_quantization, quantize_run
 from compress.reports.run_record import run_metrics, write_run_record
-from compress.run_config import RunConfig, RunResult, out_dir, run_task
+from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
 
 
 def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
-    stages = [replace(s, epochs=config.epochs or s.epochs, lr=config.lr or s.lr) for s in method_recipe.stages]
+    stages = [replace(s, epochs=s.epochs if config.epochs is None else config.epochs,
+                      lr=s.lr if config.lr is None else config.lr) for s in method_recipe.stages]
     layer_map = parse_layer_map(config.layer_map) if config.layer_map else method_recipe.layer_map
     return replace(method_recipe, stages=stages, layer_map=layer_map)
 
@@ -70,11 +73,12 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     chained = replace(config, method=config.then, then=None, options={}, epochs=None, lr=None, layer_map=None,
                       patience=None)
     check_quantization(chained)  # fail before training, not after
-    if config.out:
-        out_dir(replace(chained, out=f"{config.out}-{config.then}"), "")
-    result = distillation_run(config, show_progress)
-    chained = replace(chained, target=str(result.directory), out=f"{result.directory}-{config.then}")
-    result.chained = quantize_run(chained, show_progress)
+    with ExitStack() as stack:
+        if config.out:  # both directories are claimed before training
+            stack.enter_context(claimed(Path(f"{config.out}-{config.then}"), config.overwrite))
+        result = distillation_run(config, show_progress)
+        chained = replace(chained, target=str(result.directory), out=f"{result.directory}-{config.then}")
+        result.chained = quantize_run(chained, show_progress)
     return result
 
 
@@ -82,8 +86,6 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
     """Train one student; every check that can fail on bad input happens before any training."""
     method = get_method(config.method)
     options = method_options(method, config.options)
-    if config.batch_size <= 0 or any(v is not None and v <= 0 for v in (config.epochs, config.threads)):
-        raise CompressError("--batch-size, --epochs and --threads must be positive integers.")
     teacher_shape = teacher_config(config.teacher)
     resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
     task = run_task(config)
@@ -96,9 +98,13 @@ def distillation_run(config: RunConfig, show_progress: bool = True) -> RunResult
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
-    out = out_dir(config, task.name)
-    device = resolve_device(config.device)
+    with claimed(out_dir(config, task.name), config.overwrite) as out:
+        return _distil(config, method, options, task, student_shape, recipe, out, show_progress)
 
+
+def _distil(config: RunConfig, method, options, task, student_shape, recipe: Recipe, out: Path,
+            show_progress: bool) -> RunResult:
+    device = resolve_device(config.device)
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
                                  show_progress=show_progress)
     data = tokenized_for(finetuned, task)

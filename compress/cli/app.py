@@ -12,6 +12,7 @@ import sys
 
 import typer
 
+from compress import interrupts
 from compress.cli import compare as compare_cli
 from compress.cli import data as data_cli
 from compress.cli import explain as explain_cli
@@ -19,6 +20,7 @@ from compress.cli import run as run_cli
 from compress.cli import teachers as teachers_cli
 from compress.cli.common import err_console
 from compress.errors import CompressError
+from compress.paths import committed
 
 app = typer.Typer(
     name="compress",
@@ -42,23 +44,43 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _interrupted(what: str) -> str:
+    kept = committed()
+    if not kept:
+        return f"{what}; nothing was written."
+    return f"{what}; kept what was complete before it ({', '.join(map(str, kept))}), nothing half-written."
+
+
+def _usage(e: typer.TyperException) -> str:
+    """A usage error in one line: what was wrong, and where the help is."""
+    ctx = getattr(e, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return f"{e.format_message()}{where}"
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: one line on stderr for every error, with its exit code.
+
+    0 done; 1 a check that ran and failed (``teachers verify``) or an unexpected error; 2 bad input
+    (usage, values, files); 130 Ctrl-C; 143 SIGTERM.
+    """
+    interrupts.install()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except CompressError as e:
         _fail(str(e), e.exit_code)
+    except interrupts.Interrupted as e:
+        _fail(_interrupted(e.what), e.exit_code)
     except typer.Exit as e:  # raised by commands that end early on purpose
         sys.exit(e.exit_code)
     except typer.Abort:
         _fail("aborted.", 130)
-    except KeyboardInterrupt:
-        _fail("interrupted; nothing half-written was kept.", 130)
+    except typer.TyperException as e:  # typer's own click: usage errors (exit 2) and the like
+        _fail(_usage(e), getattr(e, "exit_code", 2))
     except Exception as e:  # noqa: BLE001 - the last line of defence for the user
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            _fail(e.format_message(), e.exit_code)
         if os.environ.get("COMPRESS_DEBUG") == "1":
             raise
         _fail(f"unexpected {type(e).__name__}: {e} (set COMPRESS_DEBUG=1 for the traceback).", 1)
+    # Without standalone mode typer returns the code of a `typer.Exit` a command raised.
+    if isinstance(code, int) and code:
+        sys.exit(code)

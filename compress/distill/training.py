@@ -55,6 +55,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be a positive integer, got {self.patience}.")
         if not 0 < self.layer_decay <= 1:
             raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
         if self.metric not in ("accuracy", "macro_f1", "loss"):

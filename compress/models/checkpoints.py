@@ -56,15 +56,14 @@ class LoadedEncoder:
 def read_weights(directory: Path) -> dict[str, torch.Tensor]:
     """All tensors of a checkpoint directory (single or sharded safetensors, or a weights-only .bin)."""
     directory = Path(directory)
-    single = directory / "model.safetensors"
-    if single.is_file():
-        return load_file(single)
-    index = directory / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    files = safetensors_files(directory)
+    if files:
         state: dict[str, torch.Tensor] = {}
-        for shard in shards:
-            state |= load_file(directory / shard)
+        for path in files:
+            try:
+                state |= load_file(path)
+            except Exception as e:  # noqa: BLE001 - safetensors raises its own error type
+                raise _damaged(path, e) from None
         return state
     legacy = directory / "pytorch_model.bin"
     if legacy.is_file():
@@ -73,6 +72,44 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         f"{directory} holds no model weights (model.safetensors or pytorch_model.bin); "
         "point to a checkpoint directory."
     )
+
+
+def _damaged(path: Path, error: Exception) -> CompressError:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return CompressError(f"{path} is damaged or incomplete ({reason}); copy or download the checkpoint again.")
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The safetensors files of a checkpoint directory: one file, or the shards its index names."""
+    single = directory / "model.safetensors"
+    if single.is_file():
+        return [single]
+    index = directory / "model.safetensors.index.json"
+    if not index.is_file():
+        return []
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise _damaged(index, e) from None
+    return [directory / shard for shard in shards]
+
+
+def check_checkpoint(directory: Path) -> Path:
+    """Read a checkpoint's config and every safetensors header (not the tensors: milliseconds), so a
+    damaged directory fails in one line naming the file before any work starts."""
+    from safetensors import safe_open
+
+    directory = Path(directory)
+    read_config(directory)
+    for path in safetensors_files(directory):
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except FileNotFoundError:
+            raise CompressError(f"{path} is missing; copy or download the checkpoint again.") from None
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error type
+            raise _damaged(path, e) from None
+    return directory
 
 
 def weights_digest(directory: Path) -> str:
@@ -107,13 +144,16 @@ def is_checkpoint_dir(path: Path) -> bool:
 def _metadata(directory: Path) -> tuple[dict[str, Any], str]:
     """The config file's contents of a checkpoint directory and its format (compress, bert, albert)."""
     ours = directory / COMPRESS_CONFIG
-    if ours.is_file():
-        return json.loads(ours.read_text()), "compress"
-    hf_file = directory / "config.json"
-    if not hf_file.is_file():
+    path = ours if ours.is_file() else directory / "config.json"
+    if not path.is_file():
         raise CompressError(f"{directory} has no config.json; point to a BERT or ALBERT checkpoint directory.")
-    hf = json.loads(hf_file.read_text())
-    return hf, hf.get("model_type", "")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        raise CompressError(f"{path} is not a readable JSON file ({e}); fix or replace the checkpoint.") from None
+    if not isinstance(meta, dict):
+        raise CompressError(f"{path} does not hold a JSON object; fix or replace the checkpoint.")
+    return meta, "compress" if path == ours else meta.get("model_type", "")
 
 
 def _config(meta: dict[str, Any], source: str, num_labels: int | None) -> EncoderConfig:
@@ -125,8 +165,16 @@ def _config(meta: dict[str, Any], source: str, num_labels: int | None) -> Encode
 
 def read_config(directory: Path, num_labels: int | None = None) -> tuple[EncoderConfig, str]:
     """The encoder config of a checkpoint directory and its format, without reading weights."""
-    meta, source = _metadata(Path(directory))
-    return _config(meta, source, num_labels), source
+    directory = Path(directory)
+    meta, source = _metadata(directory)
+    path = directory / (COMPRESS_CONFIG if source == "compress" else "config.json")
+    try:
+        return _config(meta, source, num_labels), source
+    except CompressError as e:
+        raise CompressError(f"{path}: {e}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise CompressError(f"{path} does not describe a BERT or ALBERT encoder ({type(e).__name__}: {e}); "
+                            "fix or replace the checkpoint.") from None
 
 
 def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncoder:
@@ -138,7 +186,7 @@ def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncode
     """
     directory = Path(directory)
     meta, source = _metadata(directory)
-    config = _config(meta, source, None)
+    config = read_config(directory)[0]
     weights = read_weights(directory)
     if source == "compress":
         model = Encoder(config)

@@ -46,7 +46,7 @@ from compress.quantize.artefacts import (
 from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.reports.run_record import SCHEMA_VERSION, model_entry, read_metrics, teacher_entry, write_run_record
-from compress.run_config import RunConfig, RunResult, out_dir, run_task
+from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -139,18 +139,24 @@ def check_quantization(config: RunConfig) -> tuple[list[str], dict[str, str]]:
 def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Quantize ``config.target`` with ``config.method``, evaluate it on the test split, write a run directory."""
     backends, skipped = check_quantization(config)
-    method = get_quant_method(config.method)
-    features = cpu_features()
-    note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     if config.target == "teacher":
         task = run_task(config)
-        out = out_dir(config, task.name)   # a taken --out fails before any fine-tuning
-        source = _teacher_source(config, task, show_progress)
+        out = out_dir(config, task.name)
+        source = None   # the teacher is fine-tuned once --out is claimed: a taken one fails first
     else:
         source = run_source(Path(config.target))
         # The student's own data and teacher, not the command line's defaults, are what this run used.
         config = replace(config, **source.settings)
         out = out_dir(config, source.task.name)
+    with claimed(out, config.overwrite):
+        source = source or _teacher_source(config, task, show_progress)
+        return _quantize(config, source, out, backends, skipped)
+
+
+def _quantize(config: RunConfig, source: Source, out: Path, backends: list[str], skipped: dict[str, str]) -> RunResult:
+    method = get_quant_method(config.method)
+    features = cpu_features()
+    note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     speed = SpeedConfig(threads=config.threads or default_threads())
     seq_len = speed_seq_len(source.data)
     test_batches = lambda size: source.data.dataloader("test", batch_size=size)  # noqa: E731

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from compress.errors import CompressError
-from compress.models.checkpoints import LoadedEncoder, fetch_from_hub, is_checkpoint_dir, load_encoder, read_config
+from compress.models.checkpoints import (
+    LoadedEncoder,
+    check_checkpoint,
+    fetch_from_hub,
+    is_checkpoint_dir,
+    load_encoder,
+    read_config,
+)
 from compress.models.config import EncoderConfig
 
 DEFAULT_TEACHER = "minilm"
@@ -95,7 +102,7 @@ def resolve_teacher_dir(name_or_dir: str) -> Path:
     if path.exists():
         if not is_checkpoint_dir(path):
             raise CompressError(f"{path} is not a checkpoint directory (it has no config.json).")
-        return path
+        return check_checkpoint(path)
     if _is_hub_id(name_or_dir):
         return fetch_from_hub(name_or_dir)
     raise CompressError(f"unknown teacher {name_or_dir!r}; known: {_known()}.")

@@ -1,0 +1,314 @@
+"""Results a user can trust: exit codes and one-line messages, signals, safe --overwrite, locks.
+
+The CLI is driven as a user drives it (a subprocess, real signals, real files); the locking and
+directory-replacement primitives are checked with real concurrent processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compress.errors import CompressError
+from compress.paths import atomic_dir, locked
+from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def _leftovers(parent: Path, name: str) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+# --- usage errors and values that cannot be right ---------------------------------------------------
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("run", "albert", "--seed", "abc"), "'--seed'"),
+    (("run", "albert", "--no-such-flag"), "--no-such-flag"),
+    (("run",), "'method'"),
+    (("run", "albert", "--lr", "0"), "--lr"),
+    (("run", "albert", "--patience", "0"), "--patience"),
+    (("run", "albert", "--teacher-lr", "-1"), "lr"),
+])
+def test_a_usage_error_is_one_line_naming_the_option_with_exit_2(args, named, tmp_path):
+    done = run_cli(*args, env={"COMPRESS_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 2, done.stderr
+    line = _one_line(done.stderr)
+    assert line.startswith("error:") and named in line
+    assert not (tmp_path / "cache" / "teachers").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("values", [{"lr": -1.0}, {"lr": 0.0}, {"epochs": 0}, {"patience": 0}, {"batch_size": -2},
+                                    {"threads": 0}])
+def test_a_value_that_cannot_be_right_is_refused_not_replaced(values):
+    from compress.run_config import RunConfig
+
+    with pytest.raises(CompressError, match="must be (a )?positive"):
+        RunConfig(method="albert", **values)
+
+
+def test_a_failed_teachers_verify_exits_1(monkeypatch, tmp_path, capsys):
+    from compress.cli import app as app_module
+    from compress.cli import teachers as teachers_module
+
+    teacher = make_tiny_teacher(tmp_path / "teacher")
+    monkeypatch.setattr(teachers_module, "PARITY_TOLERANCE", -1.0)  # no difference passes: a mismatch
+    monkeypatch.setattr(sys, "argv", ["compress", "teachers", "verify", str(teacher)])
+    with pytest.raises(SystemExit) as ended:
+        app_module.main()
+    assert ended.value.code == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+# --- bad teacher directories and bad --out paths: one line naming the file, before any training -------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("safety")
+    teacher = make_tiny_teacher(root / "teacher")
+    csv = write_tiny_csv(root / "reviews.csv")
+    env = {"COMPRESS_CACHE": str(root / "cache")}
+    done = run_cli("teacher", "finetune", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", "2",
+                   "--batch-size", "16", "--lr", "3e-3", env=env)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "teacher": teacher, "csv": csv, "env": env}
+
+
+def _run(tiny, *args: str, method: str = "int8", **kwargs) -> subprocess.CompletedProcess:
+    return run_cli("run", method, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3", *args,
+                   env=tiny["env"], **kwargs)
+
+
+def _copy_teacher(tiny, name: str) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(tiny["teacher"], tiny["root"] / name))
+
+
+def test_a_garbage_config_json_is_one_line_naming_it(tiny):
+    teacher = _copy_teacher(tiny, "garbage-config")
+    (teacher / "config.json").write_text("{ this is not json")
+    done = run_cli("run", "albert", "--teacher", str(teacher), "--dataset", str(tiny["csv"]), env=tiny["env"])
+    assert done.returncode == 2
+    assert str(teacher / "config.json") in _one_line(done.stderr)
+
+
+def test_truncated_weights_are_one_line_naming_the_file(tiny):
+    teacher = _copy_teacher(tiny, "truncated")
+    weights = teacher / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    before = set((Path(tiny["env"]["COMPRESS_CACHE"]) / "teachers").iterdir())
+    done = run_cli("run", "distilbert", "--teacher", str(teacher), "--dataset", str(tiny["csv"]), env=tiny["env"])
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert str(weights) in line and "damaged or incomplete" in line
+    assert set((Path(tiny["env"]["COMPRESS_CACHE"]) / "teachers").iterdir()) == before  # nothing was trained
+
+
+def test_an_out_that_is_a_file_or_under_a_file_is_one_line(tiny):
+    a_file = tiny["root"] / "a-file.txt"
+    a_file.write_text("keep me")
+    for out in (a_file, a_file / "run"):
+        done = _run(tiny, "--out", str(out))
+        assert done.returncode == 2
+        assert "is a file" in _one_line(done.stderr)
+    assert a_file.read_text() == "keep me"
+
+
+# --- --overwrite replaces only runs ------------------------------------------------------------------
+
+def test_overwrite_refuses_a_directory_that_is_not_a_run(tiny):
+    precious = tiny["root"] / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    done = _run(tiny, "--out", str(precious), "--overwrite")
+    assert done.returncode == 2
+    assert "replaces only a compress run directory" in _one_line(done.stderr)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+
+
+def test_overwrite_refuses_the_current_directory_even_when_it_holds_a_run(tiny):
+    here = tiny["root"] / "here"
+    here.mkdir()
+    (here / "metrics.json").write_text("{}")
+    (here / "config.json").write_text("{}")
+    (here / "notes.txt").write_text("mine")
+    done = _run(tiny, "--out", ".", "--overwrite", cwd=here)
+    assert done.returncode == 2
+    assert "current directory" in _one_line(done.stderr)
+    assert (here / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_replaces_a_run_and_says_so(tiny):
+    out = tiny["root"] / "replaced"
+    first = _run(tiny, "--out", str(out), "--backend", "torch")
+    assert first.returncode == 0, first.stderr
+    again = _run(tiny, "--out", str(out), "--backend", "torch")
+    assert again.returncode == 2 and "--overwrite" in _one_line(again.stderr)
+    replaced = _run(tiny, "--out", str(out), "--backend", "torch", "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert "will be replaced" in replaced.stderr
+    assert json.loads((out / "metrics.json").read_text())["method"] == "int8"
+    assert _leftovers(out.parent, out.name) == []
+
+
+# --- signals ------------------------------------------------------------------------------------------
+
+def _start_long_run(tiny, out: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "compress", "run", "distilbert", "--teacher", str(tiny["teacher"]),
+            "--dataset", str(tiny["csv"]), "--out", str(out), "--epochs", "400", "--batch-size", "8",
+            "--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, **tiny["env"], "COLUMNS": "200"})
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(f".{out.name}.tmp-") for p in out.parent.iterdir()):  # training began
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run never started training"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return proc
+
+
+@pytest.mark.parametrize(("signum", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
+                                                     (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_exits_with_its_code_one_line_and_no_temporary_directory(tiny, signum, code, word):
+    out = tiny["root"] / f"signalled-{code}"
+    proc = _start_long_run(tiny, out)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert _one_line(stderr.split("\r")[-1]) == f"error: {word}; nothing was written."
+    assert not out.exists()
+    assert _leftovers(out.parent, out.name) == []
+
+
+def test_a_killed_run_leaves_a_temporary_directory_that_the_next_run_removes(tiny):
+    out = tiny["root"] / "killed"
+    proc = _start_long_run(tiny, out)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert [n for n in _leftovers(out.parent, out.name) if ".tmp-" in n]  # SIGKILL cannot be cleaned up after
+    done = _run(tiny, "--out", str(out), "--backend", "torch")
+    assert done.returncode == 0, done.stderr
+    assert "left beside" in done.stderr and "killed" in done.stderr
+    assert _leftovers(out.parent, out.name) == []
+
+
+# --- concurrency -------------------------------------------------------------------------------------
+
+def test_two_concurrent_runs_on_one_out_never_both_succeed(tiny):
+    out = tiny["root"] / "contended"
+    args = [sys.executable, "-m", "compress", "run", "int8", "--backend", "torch", "--teacher", str(tiny["teacher"]),
+            "--dataset", str(tiny["csv"]), "--out", str(out), "--teacher-epochs", "2", "--teacher-batch-size",
+            "16", "--teacher-lr", "3e-3"]
+    env = {**os.environ, **tiny["env"], "COLUMNS": "200"}
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+             for _ in range(2)]
+    results = [(p.wait(timeout=300), p.communicate()[1]) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    refused = next(stderr for code, stderr in results if code == 2)
+    assert "is writing" in refused or "already exists" in refused
+    assert (out / "metrics.json").is_file()
+
+
+_HOLD = """
+import sys, time
+from compress.paths import locked
+with locked(__import__("pathlib").Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(target: Path, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(target), str(seconds)], stdout=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_lock_held_elsewhere_fails_at_once_or_is_waited_for_and_dies_with_its_holder(tmp_path):
+    target = tmp_path / "entry"
+    holder = _holder(target, 60)
+    with pytest.raises(CompressError, match=f"process {holder.pid} is writing"):
+        with locked(target, wait=False):
+            pass
+    holder.kill()  # kill -9: the kernel releases the lock with the process
+    holder.wait()
+    with locked(target, wait=False):
+        pass
+    assert not (tmp_path / ".entry.lock").exists()  # whoever lets go removes the lock file
+
+    holder = _holder(target, 1.0)
+    start = time.monotonic()
+    with locked(target, wait=True):
+        waited = time.monotonic() - start
+    holder.wait()
+    assert waited > 0.3  # it waited for the holder instead of going ahead
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from compress.paths import atomic_dir
+target, name = Path(sys.argv[1]), sys.argv[2]
+for i in range(int(sys.argv[3])):
+    with atomic_dir(target) as tmp:
+        for part in range(4):
+            (tmp / f"part{part}").write_text(f"{name}-{i}")
+"""
+
+
+def test_concurrent_commits_to_one_directory_all_succeed_and_leave_nothing_behind(tmp_path):
+    target = tmp_path / "shared"
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(target), f"w{k}", "25"], cwd=REPO)
+               for k in range(3)]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]  # no .tmp-, .old- or .lock left
+    contents = {p.name: p.read_text() for p in target.iterdir()}
+    assert sorted(contents) == [f"part{i}" for i in range(4)] and len(set(contents.values())) == 1
+
+
+def test_the_old_directory_is_deleted_only_once_the_new_one_is_in_place(tmp_path, monkeypatch):
+    import compress.paths as paths
+
+    target = tmp_path / "swapped"
+    with atomic_dir(target) as tmp:
+        for part in range(3):
+            (tmp / f"part{part}").write_text("old")
+    at_delete: list[dict[str, str]] = []
+    real_rmtree = paths.shutil.rmtree
+
+    def watching_rmtree(path, *args, **kwargs):
+        at_delete.append({p.name: p.read_text() for p in target.iterdir()})  # what a reader of target sees
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(paths.shutil, "rmtree", watching_rmtree)
+    with atomic_dir(target) as tmp:
+        for part in range(3):
+            (tmp / f"part{part}").write_text("new")
+    assert at_delete == [{f"part{i}": "new" for i in range(3)}]
+
+
+def test_an_exception_inside_atomic_dir_keeps_the_old_directory(tmp_path):
+    target = tmp_path / "kept"
+    with atomic_dir(target) as tmp:
+        (tmp / "a").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_dir(target) as tmp:
+            (tmp / "a").write_text("new")
+            raise RuntimeError("boom")
+    assert (target / "a").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
