@@ -299,3 +299,37 @@ def test_damaged_augmented_train_split_is_made_again(task, tokenizer, _isolated_
     third = augment.augmented_train_split(data, task, teacher_dir, config)
     assert capfd.readouterr().err == ""
     assert ids(third.splits["train"]) == expected
+
+
+_BUILDER = """
+import sys, time
+from pathlib import Path
+from compress.cache import cached
+
+target, log = Path(sys.argv[1]), Path(sys.argv[2])
+
+def build(tmp):
+    with open(log, "a") as f:
+        f.write("built\\n")
+    time.sleep(1.0)
+    (tmp / "value").write_text("42")
+
+value, hit = cached(target, "test entry", build, lambda d: (d / "value").read_text())
+print(value, hit)
+"""
+
+
+def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    target, log = tmp_path / "entry", tmp_path / "builds.log"
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(target), str(log)], cwd=REPO, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert log.read_text() == "built\n"                      # the second process waited, then used the entry
+    assert sorted(out.strip() for out, _ in outputs) == ["42 False", "42 True"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["builds.log", "entry"]
