@@ -103,6 +103,11 @@ def cached(target: Path, what: str, build: Callable[[Path], None], load: Callabl
         return load(target), False
 
 
+def unreadable(error: Exception) -> ValueError:
+    """The ``ValueError`` a ``load`` raises for an intact entry it cannot read (so it is rebuilt)."""
+    return ValueError(f"unreadable: {type(error).__name__}: {error}".splitlines()[0][:200])
+
+
 def _use(target: Path, load: Callable[[Path], T]) -> tuple[T | None, str | None]:
     """``(value, None)`` for an intact entry that loads, else ``(None, what is wrong)``."""
     problem = verify(target)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from compress.cache import cached
+from compress.cache import cached, unreadable
 from compress.data.quiet import quiet_datasets
 from compress.data.task import TaskData
 from compress.paths import atomic_write_text, cache_dir
@@ -338,7 +338,7 @@ def _load_cached(target: Path, key: str) -> datasets.DatasetDict:
         meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
         loaded = datasets.load_from_disk(str(target / "splits"))
     except Exception as e:  # noqa: BLE001 - an entry this version cannot read is rebuilt
-        raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+        raise unreadable(e) from e
     if meta.get("key") != key or not isinstance(loaded, datasets.DatasetDict):
         raise ValueError("it holds another tokenization than its key says")
     return loaded

@@ -50,7 +50,7 @@ from typing import Any
 import datasets
 import torch
 
-from compress.cache import cached
+from compress.cache import cached, unreadable
 from compress.data.batching import tokenize_dataset
 from compress.data.quiet import quiet_datasets
 from compress.models.checkpoints import weights_digest
@@ -494,7 +494,7 @@ def _load_augmented(target: Path) -> datasets.Dataset:
     try:
         loaded = datasets.load_from_disk(str(target / "train"))
     except Exception as e:  # noqa: BLE001 - an entry this version cannot read is rebuilt
-        raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+        raise unreadable(e) from e
     if not isinstance(loaded, datasets.Dataset):
         raise ValueError("it holds no single train split")
     return loaded

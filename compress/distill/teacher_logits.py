@@ -19,7 +19,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from compress.cache import cached
+from compress.cache import cached, unreadable
 from compress.data.batching import DynamicPaddingCollator, TokenizedTask
 from compress.distill.training import predict
 from compress.models.encoder import Encoder
@@ -43,7 +43,7 @@ def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
         try:
             logits = load_file(directory / LOGITS)["logits"]
         except (OSError, KeyError, SafetensorError) as e:
-            raise ValueError(f"unreadable: {type(e).__name__}: {e}".splitlines()[0][:200]) from e
+            raise unreadable(e) from e
         if len(logits) != examples:
             raise ValueError(f"it holds {len(logits)} logits for a split of {examples} examples")
         return logits
