@@ -23,7 +23,8 @@ from pathlib import Path
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.data.load import load_task
-from compress.quantize.artefacts import QUANT_METHODS, load_artefact, unavailable, write_artefact
+from compress.methods._quantization import quant_format
+from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.quantize.run import calibration_batches, run_source
 from compress.teachers.finetune import finetune_teacher, tokenized_for
@@ -47,8 +48,8 @@ def _variants(model, data, directory: Path, threads: int, skip_slow: bool) -> di
     predictors: dict[str, Predictor] = {"fp32 torch": TorchPredictor(model)}
     calibration = calibration_batches(data, seed=13)  # what `compress run static-int8` calibrates on
     for method, backend in VARIANTS:
-        name = f"{QUANT_METHODS[method].dtype} {backend}" + (" static" if method == "static-int8" else "")
-        reason = unavailable(QUANT_METHODS[method], backend)
+        name = f"{quant_format(method).dtype} {backend}" + (" static" if method == "static-int8" else "")
+        reason = unavailable(quant_format(method), backend)
         if method == "fp16" and not (features.get("avx512_fp16") or features.get("amx_fp16")) and skip_slow:
             reason = "no fp16 units on this CPU (AVX512-FP16 / AMX-FP16); pass --all to time it anyway"
         if reason:
@@ -56,7 +57,7 @@ def _variants(model, data, directory: Path, threads: int, skip_slow: bool) -> di
             continue
         target = directory / f"{method}-{backend}"
         target.mkdir()
-        write_artefact(QUANT_METHODS[method], backend, model, target, calibration=calibration)
+        write_artefact(quant_format(method), backend, model, target, calibration=calibration)
         predictors[name] = load_artefact(target, threads)
     return predictors
 

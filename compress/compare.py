@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from compress.bench.inputs import speed_seq_len
-from compress.bench.machine import cpu_features, manifest
+from compress.bench.machine import manifest
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
-from compress.methods import METHODS
+from compress.methods.registry import all_methods, get_method, names
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.paths import locked
-from compress.quantize.artefacts import QUANT_METHODS, load_artefact
+from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import SCHEMA_VERSION, write_comparison
 from compress.reports.run_record import explanation, read_metrics
@@ -43,18 +43,10 @@ from compress.runner import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, teacher_config
 
-LABELS = {
-    "albert": "ALBERT (factorized embedding, shared layers)", "distilbert": "DistilBERT (half the layers)",
-    "tinybert": "TinyBERT-4 (narrow and shallow)", "int8": "dynamic int8", "static-int8": "static int8 (calibrated)",
-    "bf16": "bfloat16", "fp16": "float16", "onnx": "ONNX Runtime fp32",
-}
-
-
 def default_methods() -> list[str]:
-    """Every student method and every quantization method; fp16 only where the CPU computes in fp16."""
-    features = cpu_features()
-    fp16 = features.get("avx512_fp16") or features.get("amx_fp16")
-    return [*METHODS, *(m for m in QUANT_METHODS if m != "fp16" or fp16)]
+    """Every method that runs by default on this machine (each method says; fp16 only where the CPU
+    computes in fp16)."""
+    return [m.name for m in all_methods() if m.in_compare()]
 
 
 @dataclass
@@ -75,7 +67,7 @@ class CompareConfig:
 
 def _run_config(config: CompareConfig, method: str, directory: Path) -> RunConfig:
     return RunConfig(method=method, teacher=config.teacher, dataset=config.dataset,
-                     epochs=config.epochs if method in METHODS else None, batch_size=config.batch_size,
+                     epochs=config.epochs if get_method(method).kind == "student" else None, batch_size=config.batch_size,
                      seed=config.seed, device=config.device, threads=config.threads,
                      teacher_finetune=config.teacher_finetune, out=str(directory), overwrite=True)
 
@@ -108,10 +100,10 @@ def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predicto
 def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run (or reuse) every method, measure them all, write the comparison; return its directory and data."""
     say = progress or (lambda message: None)
-    unknown = [m for m in config.methods if m not in METHODS and m not in QUANT_METHODS]
+    known = names()
+    unknown = [m for m in config.methods if m not in known]
     if unknown or not config.methods:
-        known = ", ".join([*METHODS, *QUANT_METHODS])
-        raise CompressError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {known}.")
+        raise CompressError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}.")
     threads = default_threads() if config.threads is None else config.threads
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
     positions = teacher_config(config.teacher).max_positions
@@ -156,7 +148,7 @@ def _compare(config: CompareConfig, task, out: Path, threads: int, speed_config:
     for method, (run_dir, metrics) in runs.items():
         speed, student = speeds[method], metrics["student"]
         methods.append({
-            "method": method, "label": LABELS.get(method, method), "run_dir": str(run_dir), "kind": metrics["kind"],
+            "method": method, "label": get_method(method).label, "run_dir": str(run_dir), "kind": metrics["kind"],
             "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
             **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
             "flops": flops_per_sequence(EncoderConfig.from_dict(student["config"]), seq_len),

@@ -20,12 +20,13 @@ from compress.teachers.registry import DEFAULT_TEACHER
 
 @dataclass
 class RunConfig:
-    """One `compress run`: method, teacher, data and training settings.
+    """One `compress run`: method (or pipeline), teacher, data and training settings.
 
-    ``epochs``, ``lr`` and ``layer_map`` override a distillation method's recipe when set.
-    ``target``, ``backend`` and ``threads`` concern quantization methods: what to quantize (``teacher``
-    or an earlier run directory), on which backend (``auto`` measures and picks the fastest), and the
-    threads speed is measured with. ``then`` chains a quantization method after a distillation run.
+    ``method`` is one method or a pipeline (``distilbert+int8``, ``albert[sharing=attention]+int8``);
+    ``then`` appends steps to it. ``options`` are the methods' options given by flag or --set: each goes
+    to the step whose method takes it. ``epochs``, ``lr`` and ``layer_map`` override a student
+    method's recipe when set. ``target`` is what a pipeline that starts with a transform transforms
+    (``teacher`` or an earlier run directory); ``threads`` is what speed is measured with.
     """
 
     method: str
@@ -44,8 +45,7 @@ class RunConfig:
     device: str = "auto"
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     target: str = "teacher"
-    backend: str = "auto"
-    then: str | None = None
+    then: list[str] = field(default_factory=list)
     threads: int | None = None
     out: str | None = None
     overwrite: bool = False
@@ -64,7 +64,11 @@ class RunConfig:
 class RunResult:
     directory: Path
     metrics: dict[str, Any]
-    chained: RunResult | None = None   # the run ``then`` started
+    chained: RunResult | None = None   # the next step's run, in a pipeline
+
+    def steps(self) -> list[RunResult]:
+        """This run and every later step of its pipeline, in order."""
+        return [self, *(self.chained.steps() if self.chained else [])]
 
 
 def out_dir(config: RunConfig, dataset_name: str) -> Path:

@@ -12,7 +12,8 @@ import torch
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
 from compress.quantize import artefacts, onnx_backend, torch_backend
-from compress.quantize.artefacts import QUANT_METHODS, artefact_bytes, load_artefact, write_artefact
+from compress.methods._quantization import quant_format
+from compress.quantize.artefacts import artefact_bytes, load_artefact, write_artefact
 from compress.quantize.predictors import TorchPredictor, ort_session
 from compress.quantize.run import usable_backends
 from helpers import padded_batch, tiny_config
@@ -98,7 +99,7 @@ def _calibration() -> list[dict[str, np.ndarray]]:
 def _write(method: str, backend: str, model: Encoder, directory):
     directory.mkdir()
     calibration = _calibration() if method == "static-int8" else None
-    write_artefact(QUANT_METHODS[method], backend, model, directory, calibration=calibration, label_names=["a", "b", "c"])
+    write_artefact(quant_format(method), backend, model, directory, calibration=calibration, label_names=["a", "b", "c"])
     return load_artefact(directory, threads=1)
 
 
@@ -178,31 +179,31 @@ def test_fp16_artefact_runs_and_a_method_never_falls_back_to_another_backend(mod
     assert predictor.dtype == "fp16"
     assert _relative_rms_error(predictor(sentences), TorchPredictor(model)(sentences)) < ROUNDING_BOUND["fp16", "torch"]
     with pytest.raises(CompressError, match="static-int8 runs on onnxruntime, not torch"):
-        write_artefact(QUANT_METHODS["static-int8"], "torch", model, tmp_path)
+        write_artefact(quant_format("static-int8"), "torch", model, tmp_path)
     (tmp_path / "fp16" / "quantized.json").write_text('{"format": "something-else"}')
     with pytest.raises(CompressError, match="not a version 1 compress quantized model"):
         load_artefact(tmp_path / "fp16", threads=1)
 
 
 def test_backend_choice_is_checked():
-    assert artefacts.candidate_backends(QUANT_METHODS["int8"], "auto") == ["onnxruntime", "torch"]
+    assert artefacts.candidate_backends(quant_format("int8"), "auto") == ["onnxruntime", "torch"]
     with pytest.raises(CompressError, match="bf16 runs on torch, not onnxruntime"):
-        artefacts.candidate_backends(QUANT_METHODS["bf16"], "onnxruntime")
+        artefacts.candidate_backends(quant_format("bf16"), "onnxruntime")
     with pytest.raises(CompressError, match="unknown backend 'tensorrt'"):
-        artefacts.candidate_backends(QUANT_METHODS["int8"], "tensorrt")
+        artefacts.candidate_backends(quant_format("int8"), "tensorrt")
     with pytest.raises(CompressError, match="known: int8"):
-        artefacts.get_quant_method("int4")
+        quant_format("int4")
 
 
 def test_a_missing_onnxruntime_is_one_clear_line(monkeypatch, model, tmp_path):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now raises ImportError
-    reason = artefacts.unavailable(QUANT_METHODS["int8"], "onnxruntime")
+    reason = artefacts.unavailable(quant_format("int8"), "onnxruntime")
     assert reason is not None and "pip install onnx onnxruntime" in reason and "\n" not in reason
     with pytest.raises(CompressError, match="pip install"):
         onnx_backend.export_onnx(model, tmp_path / "m.onnx")
     with pytest.raises(CompressError, match="onnx cannot run here: ONNX Runtime is not installed"):
-        usable_backends(QUANT_METHODS["onnx"], "auto")
-    assert usable_backends(QUANT_METHODS["int8"], "auto") == (["torch"], {"onnxruntime": reason})
+        usable_backends(quant_format("onnx"), "auto")
+    assert usable_backends(quant_format("int8"), "auto") == (["torch"], {"onnxruntime": reason})
 
 
 def test_half_precision_needs_cpu_support_to_be_fast():

@@ -169,7 +169,8 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
 
 def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch):
     """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses."""
-    from compress import methods, runner
+    from compress import runner
+    from compress.methods import tinybert
     from compress.run_config import RunConfig
     from compress.distill.training import TrainConfig
     from compress.teachers.finetune import FinetuneConfig
@@ -181,7 +182,7 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
         raise KeyboardInterrupt  # stop the run here: only the argument matters
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
-    monkeypatch.setattr(methods, "augmented_train_split", stop)
+    monkeypatch.setattr(tinybert, "augmented_train_split", stop)
     config = RunConfig("tinybert", teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
                        options={"augment_copies": 2, "num_layers": 1, "hidden_size": 16, "num_heads": 4,
                                 "ffn_size": 32},
@@ -190,3 +191,41 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
     with pytest.raises(KeyboardInterrupt):
         runner.run(config, show_progress=False)
     assert seen == [(tiny["teacher"], 2)]
+
+
+def test_a_pipeline_name_gives_the_runs_of_then(tiny):
+    out, done = _run(tiny, "distilbert[num_layers=1]+int8[backend=torch]", "--threads", "1", "--json",
+                     out=tiny["root"] / "run-pipeline")
+    assert done.returncode == 0, done.stderr
+    chained = out.parent / f"{out.name}-int8"
+    assert json.loads(done.stdout)["chained"]["directory"] == str(chained)
+    first, second = (json.loads((d / "config.json").read_text()) for d in (out, chained))
+    assert first["run"]["method"] == "distilbert" and first["run"]["options"] == {"num_layers": 1}
+    assert second["parent"] == str(out) and second["run"]["options"] == {"backend": "torch"}
+    assert first["pipeline"] == second["pipeline"] == "distilbert[num_layers=1]+int8[backend=torch]"
+    assert json.loads((chained / "metrics.json").read_text())["quantization"]["backend"] == "torch"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("int8+distilbert",), "distilbert trains a student and can only be a pipeline's first step"),
+        (("distilbert+int4",), "unknown method 'int4'"),
+        (("distilbert[sharing=all]+int8",), "--sharing do(es) not apply to distilbert"),
+        (("distilbert+int8[embedding_size=3]",), "--embedding-size do(es) not apply to int8"),
+        (("distilbert+int8", "--then", "onnx"), "onnx cannot follow int8"),
+        (("albert[groups=two]",), "--groups takes an integer"),
+        (("distilbert+", ), "cannot read the pipeline"),
+        (("distilbert+bf16[backend=onnxruntime]",), "bf16 runs on torch, not onnxruntime"),
+        (("distilbert", "--set", "layers"), "--set takes KEY=VALUE"),
+    ],
+)
+def test_a_bad_pipeline_fails_in_one_line_before_training(tiny, args, expected):
+    out = tiny["root"] / "never-pipeline"
+    done = run_cli("run", *args, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--out", str(out), env={"COMPRESS_CACHE": str(tiny["root"] / "empty-cache")})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert not out.exists() and not out.parent.joinpath("never-pipeline-int8").exists()
+    assert not (tiny["root"] / "empty-cache" / "teachers").exists()

@@ -18,7 +18,7 @@ import sys
 import pytest
 from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
-from compress.quantize.artefacts import QUANT_METHODS
+from compress.methods import get_method
 
 TUTORIAL = REPO / "docs" / "tutorial.md"
 TEACHER_FLAGS = ("--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "16")
@@ -43,7 +43,7 @@ def tiny_flags(argv: list[str], teacher: str, csv: str) -> list[str]:
     if argv[:2] in (["compress", "teacher"], ["compress", "teachers"]) and "finetune" in argv:
         return data + list(FINETUNE_FLAGS)
     if argv[:2] == ["compress", "run"]:
-        quantization = argv[2] in QUANT_METHODS
+        quantization = get_method(argv[2]).kind == "transform"
         return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if quantization else list(STUDENT_FLAGS))
     if argv[:2] == ["compress", "compare"]:
         return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"]

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from compress.cli.common import console, print_json
 from compress.models.accounting import COMPONENTS
-from compress.reports.explain import DEFAULT_SEQ_LEN, METHODS, explain as explain_method
+from compress.reports.explain import DEFAULT_SEQ_LEN, explain as explain_method, topics
 from compress.teachers.registry import DEFAULT_TEACHER
 
 
@@ -87,7 +87,7 @@ def _render(data: dict[str, Any]) -> None:
 
 
 def explain(
-    method: str = typer.Argument("all", help=f"One of {', '.join(METHODS)}, or all."),
+    method: str = typer.Argument("all", help=f"One of {', '.join(topics())} (or any method), or all."),
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, local checkpoint directory or hub id."),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", help="Sequence length for FLOPs."),

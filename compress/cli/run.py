@@ -1,87 +1,150 @@
-"""`compress run METHOD`: train one compressed student and write its run directory."""
+"""`compress run METHOD[+TRANSFORM...]`: train a student and/or transform a model, writing a run directory per step.
+
+The methods' own flags (``--embedding-size``, ``--layers``, ``--backend``, ...) are made from their
+options dataclasses (see :mod:`compress.methods.registry`); ``--set KEY=VALUE`` reaches every option.
+"""
 
 from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+from typing import Any
 
 import typer
 
 from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
-from compress.methods import METHODS
-from compress.quantize.artefacts import QUANT_METHODS
+from compress.errors import CompressError
+from compress.methods.registry import all_methods, default_of, field_type, flag_of, names
 from compress.reports.run_record import batched_change
 from compress.teachers.registry import DEFAULT_TEACHER
 
+FLAG_TYPES = (int, float, str, bool)
 
-def run(
-    method: str = typer.Argument(..., help=f"One of {', '.join([*METHODS, *QUANT_METHODS])}."),
-    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
-    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
-    text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
-    text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),
-    label_column: str | None = typer.Option(None, help="Label column of a file dataset."),
-    epochs: int | None = typer.Option(None, help="Epochs of every training stage (default: the method's)."),
-    batch_size: int = typer.Option(32, help="Training batch size."),
-    lr: float | None = typer.Option(None, help="Learning rate of every stage (default: the method's)."),
-    seed: int = typer.Option(13, help="Seed: same seed, same metrics."),
-    layer_map: str | None = typer.Option(
-        None, help="Student-teacher layer pairing: uniform, last, every_other, or teacher layers like 2,4,6."),
-    patience: int | None = typer.Option(None, help="Stop a stage after this many epochs without a better dev score."),
-    out: str | None = typer.Option(None, help="Run directory (default: runs/METHOD-DATASET-TIME)."),
-    overwrite: bool = typer.Option(False, help="Replace an existing --out directory."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
-    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
-    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
-    embedding_size: int | None = typer.Option(None, help="albert: embedding size E (default 128)."),
-    sharing: str | None = typer.Option(None, help="albert: all, attention, ffn or none (default all)."),
-    groups: int | None = typer.Option(None, help="albert: number of layer groups G (default 1)."),
-    no_dropout: bool = typer.Option(False, "--no-dropout", help="albert: remove dropout, as the ALBERT paper does."),
-    hidden_loss: bool = typer.Option(False, "--hidden-loss", help="albert: also distil the hidden states."),
-    layers: int | None = typer.Option(None, help="distilbert / tinybert: student layers."),
-    hidden_size: int | None = typer.Option(None, help="tinybert: student hidden size (default 312)."),
-    heads: int | None = typer.Option(None, help="tinybert: student attention heads (default 12)."),
-    ffn_size: int | None = typer.Option(None, help="tinybert: student FFN size (default 1200)."),
-    general_distillation: bool = typer.Option(
-        False, "--general-distillation", help="tinybert: distil the pre-trained teacher on raw text first (cached)."),
-    init_from: str | None = typer.Option(None, help="tinybert: start from this student checkpoint directory."),
-    augment: int | None = typer.Option(
-        None, "--augment", help="tinybert: augmented copies per training sentence (paper: 20; default 0)."),
-    target: str = typer.Option(
-        "teacher", help="int8/bf16/onnx/...: what to quantize, 'teacher' or an earlier run directory."),
-    backend: str = typer.Option(
-        "auto", help="int8/bf16/onnx/...: torch, onnxruntime, or auto (measure and keep the fastest)."),
-    then: str | None = typer.Option(None, help="After a distillation run, quantize its student: int8, bf16, ..."),
-    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
-    as_json: bool = typer.Option(False, "--json", help="Print metrics.json instead of a summary."),
-) -> None:
-    """Train a student (albert, distilbert, tinybert) or quantize a model (int8, static-int8, bf16, fp16, onnx),
-    evaluate it against the fine-tuned teacher, and write a run directory."""
+
+def method_flags() -> dict[str, tuple[str, type, Any, str]]:
+    """Every method option that has a flag: field name -> (flag, type, default, help naming its methods)."""
+    found: dict[str, tuple[str, type, Any, dict[str, list[str]]]] = {}
+    for method in all_methods():
+        for f in fields(method.options):
+            flag = flag_of(f.name, f)
+            if f.metadata.get("flag", "") is None:
+                continue
+            kind = field_type(method.options, f.name)
+            if kind not in FLAG_TYPES:
+                raise TypeError(f"{method.name}.{f.name}: a flag needs int, float, str or bool, or metadata flag=None")
+            default = default_of(f)
+            if f.name in found:
+                other = found[f.name]
+                if (other[0], other[1]) != (flag, kind) or (kind is bool and other[2] != default):
+                    raise TypeError(f"{method.name}.{f.name} disagrees with another method's {f.name}")
+            found.setdefault(f.name, (flag, kind, default, {}))[3].setdefault(f.metadata["help"], []).append(method.name)
+    return {name: (flag, kind, default, " ".join(f"{', '.join(ms)}: {h}" for h, ms in helps.items()))
+            for name, (flag, kind, default, helps) in found.items()}
+
+
+def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
+         label_column: str | None, epochs: int | None, batch_size: int, lr: float | None, seed: int,
+         layer_map: str | None, patience: int | None, out: str | None, overwrite: bool, device: str,
+         teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
+         then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, **flags: Any) -> None:
+    """Train a student (albert, distilbert, tinybert) or transform a model (int8, static-int8, bf16, fp16, onnx),
+    or both in a pipeline (distilbert+int8, or --then int8), evaluate against the fine-tuned teacher, and write
+    a run directory per step."""
     from compress.runner import RunConfig
     from compress.runner import run as run_method
 
-    given = {"embedding_size": embedding_size, "sharing": sharing, "groups": groups,
-             "dropout": False if no_dropout else None, "hidden_loss": True if hidden_loss else None,
-             "num_layers": layers, "hidden_size": hidden_size, "num_heads": heads, "ffn_size": ffn_size,
-             "general_distillation": True if general_distillation else None, "init_from": init_from,
-             "augment_copies": augment}
-    options = {k: v for k, v in given.items() if v is not None}
+    options: dict[str, Any] = {}
+    for name, (_, kind, default, _) in method_flags().items():
+        value = flags.get(name)
+        if kind is bool and value:
+            options[name] = not default
+        elif kind is not bool and value is not None:
+            options[name] = value
+    for item in set_ or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CompressError(f"--set takes KEY=VALUE, not {item!r}.")
+        if key.strip() in options:
+            raise CompressError(f"{key.strip()} is given twice, by its flag and by --set.")
+        options[key.strip()] = value
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
-        overwrite=overwrite, target=target, backend=backend, then=then, threads=threads,
+        overwrite=overwrite, target=target, then=list(then or []), threads=threads,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
     )
     result = run_method(config, show_progress=not as_json)
-    runs = [r for r in (result, result.chained) if r is not None]
     if as_json:
-        printed = {**result.metrics, "directory": str(result.directory)}
-        if result.chained:
-            printed["chained"] = {**result.chained.metrics, "directory": str(result.chained.directory)}
-        print_json(printed)
+        print_json(_printed(result))
         return
-    for r in runs:
+    for r in result.steps():
         _summary(r.metrics, r.directory)
+
+
+def _printed(result) -> dict[str, Any]:
+    printed = {**result.metrics, "directory": str(result.directory)}
+    if result.chained:
+        printed["chained"] = _printed(result.chained)
+    return printed
+
+
+def _parameters() -> list[inspect.Parameter]:
+    O = typer.Option  # noqa: N806
+    common: list[tuple[str, Any, Any]] = [
+        ("method", str, typer.Argument(..., help=f"One of {', '.join(names())}, or a pipeline: "
+                                       "distilbert+int8, albert[sharing=attention,embedding_size=256]+int8.")),
+        ("teacher", str, O(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id.")),
+        ("dataset", str, O(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG].")),
+        ("text_column", str | None, O(None, help="Text column of a file dataset.")),
+        ("text_pair_column", str | None, O(None, help="Second text column (sentence-pair tasks).")),
+        ("label_column", str | None, O(None, help="Label column of a file dataset.")),
+        ("epochs", int | None, O(None, help="Epochs of every training stage (default: the method's).")),
+        ("batch_size", int, O(32, help="Training batch size.")),
+        ("lr", float | None, O(None, help="Learning rate of every stage (default: the method's).")),
+        ("seed", int, O(13, help="Seed: same seed, same metrics.")),
+        ("layer_map", str | None, O(None, help="Student-teacher layer pairing: uniform, last, every_other, or "
+                                             "teacher layers like 2,4,6.")),
+        ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score.")),
+        ("out", str | None, O(None, help="Run directory (default: runs/METHOD-DATASET-TIME); later pipeline "
+                                        "steps write OUT-STEP.")),
+        ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
+        ("device", str, O("auto", help="auto, cpu or cuda.")),
+        ("teacher_epochs", int | None, O(None, help="Epochs of teacher fine-tuning (default 3).")),
+        ("teacher_lr", float | None, O(None, help="Learning rate of teacher fine-tuning.")),
+        ("teacher_batch_size", int | None, O(None, help="Batch size of teacher fine-tuning (default 32).")),
+        ("target", str, O("teacher", help="What a transform (int8, bf16, onnx, ...) takes when it is the first "
+                                         "step: 'teacher' or an earlier run directory.")),
+        ("then", list[str] | None, O(None, help="A transform to apply to the previous step's model (repeatable): "
+                                               "int8, bf16, ...")),
+        ("set_", list[str] | None, O(None, "--set", help="A method option as KEY=VALUE (repeatable), for any "
+                                                         "option, flag or not.")),
+        ("threads", int | None, O(None, help="Threads speed is measured with (default: CPUs, at most 4).")),
+        ("as_json", bool, O(False, "--json", help="Print metrics.json instead of a summary.")),
+    ]
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=t) for n, t, d in common]
+    taken = {n for n, _, _ in common}
+    for name, (flag, kind, _, help_text) in method_flags().items():
+        if name in taken:
+            raise TypeError(f"the method option {name} has the name of a run setting")
+        default = typer.Option(False, flag, help=help_text) if kind is bool else typer.Option(None, flag, help=help_text)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=bool if kind is bool else kind | None))
+    return params
+
+
+def _make_run():
+    def run(**kwargs: Any) -> None:
+        _run(**kwargs)
+
+    run.__doc__ = _run.__doc__
+    run.__signature__ = inspect.Signature(_parameters())  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
+    return run
+
+
+run = _make_run()
 
 
 def _summary(m: dict, directory) -> None:

@@ -33,31 +33,13 @@ BACKENDS = ("torch", "onnxruntime")
 
 @dataclass(frozen=True)
 class QuantMethod:
+    """A quantization format (the method modules in compress.methods declare theirs)."""
+
     name: str
     dtype: str
     backends: tuple[str, ...]   # in order of preference when nothing was measured
     summary: str
-
-
-QUANT_METHODS: dict[str, QuantMethod] = {
-    m.name: m
-    for m in (
-        QuantMethod("int8", "int8", ("onnxruntime", "torch"),
-                    "post-training dynamic int8: int8 weights, activations quantized on the fly"),
-        QuantMethod("static-int8", "int8", ("onnxruntime",),
-                    "post-training static int8: int8 weights and activations, ranges calibrated on training examples"),
-        QuantMethod("bf16", "bf16", ("torch",), "every tensor in bfloat16"),
-        QuantMethod("fp16", "fp16", ("torch",), "every tensor in float16 (CPUs with AVX512-FP16 or AMX-FP16)"),
-        QuantMethod("onnx", "fp32", ("onnxruntime",), "the fp32 model exported to ONNX and run by ONNX Runtime"),
-    )
-}
-
-
-def get_quant_method(name: str) -> QuantMethod:
-    try:
-        return QUANT_METHODS[name]
-    except KeyError:
-        raise CompressError(f"unknown quantization method {name!r}; known: {', '.join(QUANT_METHODS)}.") from None
+    calibrated: bool = False    # activation ranges fixed in advance on calibration batches (static int8)
 
 
 def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
@@ -101,7 +83,7 @@ def write_artefact(
         else:
             fp32 = directory / "fp32.onnx"
             onnx_backend.export_onnx(model, fp32)
-            if method.name == "static-int8":
+            if method.calibrated:
                 if calibration is None:
                     raise ValueError("static int8 needs calibration batches")
                 onnx_backend.quantize_static_int8(fp32, weights, calibration)

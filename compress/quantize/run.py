@@ -38,7 +38,6 @@ from compress.quantize.artefacts import (
     QuantMethod,
     artefact_bytes,
     candidate_backends,
-    get_quant_method,
     load_artefact,
     unavailable,
     write_artefact,
@@ -121,14 +120,13 @@ def usable_backends(method: QuantMethod, backend: str) -> tuple[list[str], dict[
     return usable, {b: r for b, r in reasons.items() if r is not None}
 
 
-def check_quantization(config: RunConfig) -> tuple[list[str], dict[str, str]]:
-    """Every check of a quantization run that needs no data, so a chained run fails before training;
-    returns :func:`usable_backends`."""
-    method = get_quant_method(config.method)
-    if config.options or config.epochs or config.lr or config.layer_map or config.patience or config.then:
-        raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map, "
-                            "--patience and --then do not apply.")
-    backends = usable_backends(method, config.backend)
+def check_quantization(config: RunConfig, method: QuantMethod, backend: str) -> tuple[list[str], dict[str, str]]:
+    """Every check of a quantization run that needs no data, so a pipeline fails before its first step
+    trains; returns :func:`usable_backends`."""
+    if config.epochs or config.lr or config.layer_map or config.patience:
+        raise CompressError(f"{method.name} trains nothing: student options, --epochs, --lr, --layer-map "
+                            "and --patience do not apply.")
+    backends = usable_backends(method, backend)
     if config.target != "teacher" and not Path(config.target).is_dir():
         raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
     if config.threads is not None and config.threads < 1:
@@ -136,9 +134,12 @@ def check_quantization(config: RunConfig) -> tuple[list[str], dict[str, str]]:
     return backends
 
 
-def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
-    """Quantize ``config.target`` with ``config.method``, evaluate it on the test split, write a run directory."""
-    backends, skipped = check_quantization(config)
+def quantize_run(config: RunConfig, method: QuantMethod, backend: str = "auto", show_progress: bool = True,
+                 pipeline: str | None = None) -> RunResult:
+    """Quantize ``config.target`` with ``method`` on ``backend`` (``auto``: measure every one the method
+    runs on and keep the fastest), evaluate it on the test split, write a run directory. ``pipeline``,
+    when this run is a step of one, is recorded in its config.json."""
+    backends, skipped = check_quantization(config, method, backend)
     if config.target == "teacher":
         task = run_task(config)
         out = out_dir(config, task.name)
@@ -150,11 +151,11 @@ def quantize_run(config: RunConfig, show_progress: bool = True) -> RunResult:
         out = out_dir(config, source.task.name)
     with claimed(out, config.overwrite):
         source = source or _teacher_source(config, task, show_progress)
-        return _quantize(config, source, out, backends, skipped)
+        return _quantize(config, method, backend, source, out, backends, skipped, pipeline)
 
 
-def _quantize(config: RunConfig, source: Source, out: Path, backends: list[str], skipped: dict[str, str]) -> RunResult:
-    method = get_quant_method(config.method)
+def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Source, out: Path, backends: list[str],
+              skipped: dict[str, str], pipeline: str | None) -> RunResult:
     features = cpu_features()
     note = half_available(method.dtype, features) if method.dtype in HALF_DTYPES else None
     speed = SpeedConfig(threads=config.threads or default_threads())
@@ -166,21 +167,21 @@ def _quantize(config: RunConfig, source: Source, out: Path, backends: list[str],
         fp32 = TorchPredictor(source.model)
         fp32_logits, labels = predict_batches(fp32, test_batches(BATCHED))  # fp32 ignores padding: any size
         fp32_speed = measure_speed(fp32, source.data, seq_len, speed)
-        calibration = calibration_batches(source.data, config.seed) if method.name == "static-int8" else None
+        calibration = calibration_batches(source.data, config.seed) if method.calibrated else None
         measured: dict[str, dict[str, Any]] = {}
         loaded: dict[str, Predictor] = {}
-        for backend in backends:
-            directory = tmp / f"model-{backend}"
+        for built in backends:
+            directory = tmp / f"model-{built}"
             directory.mkdir()
-            write_artefact(method, backend, source.model, directory, calibration=calibration,
+            write_artefact(method, built, source.model, directory, calibration=calibration,
                            label_names=source.task.label_names)
             # Measure what was written: the artefact loaded back from disk.
-            loaded[backend] = load_artefact(directory, speed.threads)
-            measured[backend] = measure_speed(loaded[backend], source.data, seq_len, speed)
+            loaded[built] = load_artefact(directory, speed.threads)
+            measured[built] = measure_speed(loaded[built], source.data, seq_len, speed)
         chosen = min(measured, key=lambda b: measured[b]["latency_ms_p50"])
-        for backend in backends:
-            if backend != chosen:
-                shutil.rmtree(tmp / f"model-{backend}")
+        for built in backends:
+            if built != chosen:
+                shutil.rmtree(tmp / f"model-{built}")
         model_dir = tmp / "model"
         (tmp / f"model-{chosen}").rename(model_dir)
         for name in TOKENIZER_FILES:
@@ -199,7 +200,7 @@ def _quantize(config: RunConfig, source: Source, out: Path, backends: list[str],
         teacher = source.teacher
         quantization = {
             "backend": chosen, "dtype": method.dtype,
-            "chosen_by": _chosen_by(config.backend, backends, skipped),
+            "chosen_by": _chosen_by(backend, backends, skipped),
             "measured": measured, "skipped": skipped, "fp32_speed": fp32_speed,
             "cpu": {"model": cpu_model(), "features": features, "torch_capability": torch_cpu_capability()},
             "max_abs_logit_diff": float(np.abs(logits - fp32_logits).max()),
@@ -227,6 +228,8 @@ def _quantize(config: RunConfig, source: Source, out: Path, backends: list[str],
         }
         full_config = {"run": asdict(config), "source": metrics["source"], "parent": source.parent,
                        "teacher": source.teacher_name, "max_length": source.data.max_length}
+        if pipeline:
+            full_config["pipeline"] = pipeline
         write_run_record(tmp, metrics, full_config, seed=config.seed)
     return RunResult(out, metrics)
 

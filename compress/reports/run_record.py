@@ -30,6 +30,7 @@ from compress.bench.machine import manifest
 from compress.data.task import TaskData
 from compress.distill.training import Metrics
 from compress.errors import CompressError
+from compress.methods.registry import get_method
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
@@ -37,34 +38,6 @@ from compress.paths import atomic_write_text
 SCHEMA_VERSION = 2
 REQUIRED = ("schema_version", "method", "kind", "dataset", "teacher", "student", "retention", "ratios",
             "stages", "speed")
-
-# Why each method saves what it saves, filled with the run's own ratios (teacher / student).
-WHY = {
-    "albert": "Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
-              "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
-              "{flops_share:.2f}x the teacher's arithmetic per sequence. The factorized embedding (V x E + E x H) "
-              "removes most of the embedding table; sharing removes all but one block. Any speed-up it shows "
-              "comes from memory, not arithmetic: one shared block's weights can stay in the CPU's caches where "
-              "the teacher streams every layer's weights from memory.",
-    "distilbert": "Fewer layers cut parameters and FLOPs of the encoder alike; the embedding table is untouched, "
-                  "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.",
-    "tinybert": "A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
-                "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).",
-    "int8": "Quantization cuts bytes and time, not parameters: every weight is still there, stored in 8 bits "
-            "instead of 32 ({size:.2f}x fewer bytes than the teacher), and int8 matrix products run on the "
-            "CPU's integer units (VNNI/AMX). Activations are quantized on the fly, batch by batch.",
-    "static-int8": "Quantization cuts bytes and time, not parameters: weights and activations are int8, and the "
-                   "activation ranges were fixed in advance on training examples, so no range is computed at run "
-                   "time ({size:.2f}x fewer bytes than the teacher). Fixed ranges clip outliers, which can cost accuracy.",
-    "bf16": "Half precision cuts bytes and time, not parameters: every tensor keeps its shape in 16 bits "
-            "({size:.2f}x fewer bytes than the teacher); bf16 keeps fp32's exponent range, so nothing overflows, "
-            "and it is fast only where the CPU has bf16 units (AVX512-BF16, AMX).",
-    "fp16": "Half precision cuts bytes and time, not parameters: every tensor in 16 bits ({size:.2f}x fewer bytes "
-            "than the teacher); fast only where the CPU has fp16 units (AVX512-FP16, AMX-FP16).",
-    "onnx": "Exporting changes no weight: the same fp32 parameters and bytes as the model exported, run by ONNX "
-            "Runtime, whose fused kernels and graph optimizations can make the same arithmetic faster.",
-}
-
 
 def weights_bytes(directory: Path) -> int:
     """Bytes of the weight files in a model directory."""
@@ -89,8 +62,7 @@ def teacher_entry(teacher: Encoder, record: dict[str, Any], seq_len: int, direct
 
 def explanation(method: str, ratios: dict[str, float]) -> str:
     """Why ``method`` saves what it saves, with a run's own ratios (teacher / student)."""
-    return WHY[method].format(params=ratios["params"], flops=ratios["flops"], flops_share=1 / ratios["flops"],
-                              size=ratios["size_bytes"])
+    return get_method(method).sentence(ratios)
 
 
 def run_metrics(*, method: str, teacher: Encoder, student: Encoder, student_test: Metrics,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
@@ -14,23 +14,21 @@ SHARED_INIT = ("first", "middle", "last")
 
 @dataclass
 class AlbertOptions:
-    """Shape and initialisation of the ALBERT student.
+    """Shape and initialisation of the ALBERT student."""
 
-    embedding_size  E (128 as in the paper); E == the teacher's H turns factorization off.
-    sharing         all | attention | ffn | none; groups: G contiguous groups sharing inside each.
-    dropout         False removes dropout, which the ALBERT paper found helps a shared model.
-    shared_init     which teacher layer of a group initialises the group's shared block.
-    fit_steps       steps fitting the factorized embedding to the teacher's (0 = SVD only).
-    hidden_loss     also distil the hidden states (MSE per layer), not only the logits.
-    """
-
-    embedding_size: int = 128
-    sharing: str = "all"
-    groups: int = 1
-    dropout: bool = True
-    shared_init: str = "middle"
-    fit_steps: int = 100
-    hidden_loss: bool = False
+    embedding_size: int = field(default=128, metadata={
+        "help": "embedding size E (128 as in the paper); E equal to the teacher's H turns factorization off."})
+    sharing: str = field(default="all", metadata={
+        "help": "which blocks the layers share: all, attention, ffn or none."})
+    groups: int = field(default=1, metadata={"help": "number of layer groups G, sharing inside each."})
+    dropout: bool = field(default=True, metadata={
+        "help": "remove dropout, which the ALBERT paper found helps a shared model.", "flag": "--no-dropout"})
+    shared_init: str = field(default="middle", metadata={
+        "help": "which teacher layer of a group initialises its shared block: first, middle or last."})
+    fit_steps: int = field(default=100, metadata={
+        "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
+    hidden_loss: bool = field(default=False, metadata={
+        "help": "also distil the hidden states (MSE per layer), not only the logits."})
 
 
 def albert_config(

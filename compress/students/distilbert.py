@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compress.distill.layer_maps import LayerMap, teacher_blocks
+from compress.distill.layer_maps import LayerMap, parse_layer_map, teacher_blocks
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.students.init import copy_blocks, copy_embeddings, copy_head
@@ -13,10 +13,13 @@ from compress.students.init import copy_blocks, copy_embeddings, copy_head
 
 @dataclass
 class DistilBertOptions:
-    """num_layers: None = half the teacher's (rounded up); init_map: which teacher layers to copy."""
+    """Depth of the student and which teacher layers it starts from."""
 
-    num_layers: int | None = None
-    init_map: LayerMap = field(default_factory=lambda: LayerMap("every_other"))
+    num_layers: int | None = field(default=None, metadata={
+        "help": "student layers (default: half the teacher's, rounded up).", "flag": "--layers"})
+    init_map: LayerMap = field(default_factory=lambda: LayerMap("every_other"), metadata={
+        "help": "which teacher layers the student's are copied from: every_other, uniform, last or 2,4,6.",
+        "flag": None, "parse": parse_layer_map})
 
 
 def distilbert_config(teacher: EncoderConfig, num_layers: int | None = None) -> EncoderConfig:

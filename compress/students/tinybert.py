@@ -6,7 +6,7 @@ from random weights, or from a general-distillation checkpoint (distilled on raw
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pathlib import Path
 
@@ -19,25 +19,22 @@ from compress.students.init import project_embeddings
 
 @dataclass
 class TinyBertOptions:
-    """Shape (TinyBERT-4 by default) and initialisation of the student.
+    """Shape (the paper's TinyBERT-4 by default) and initialisation of the student."""
 
-    general_distillation  first distil the pre-trained teacher on raw text (cached), then the task.
-    init_from             a student checkpoint directory to start from (e.g. a general TinyBERT).
-    project_embeddings    start the embedding tables from the teacher's, projected onto its top
-                          principal directions (ignored with init_from).
-    augment_copies        0: no augmentation; N: N augmented copies of every training sentence
-                          (the paper uses 20, replacing a word with probability 0.4 by one of its
-                          15 nearest neighbours).
-    """
-
-    num_layers: int = 4
-    hidden_size: int = 312
-    num_heads: int = 12
-    ffn_size: int = 1200
-    general_distillation: bool = False
-    init_from: str | None = None
-    project_embeddings: bool = True
-    augment_copies: int = 0
+    num_layers: int = field(default=4, metadata={"help": "student layers (default 4).", "flag": "--layers"})
+    hidden_size: int = field(default=312, metadata={"help": "student hidden size (default 312)."})
+    num_heads: int = field(default=12, metadata={"help": "student attention heads (default 12).", "flag": "--heads"})
+    ffn_size: int = field(default=1200, metadata={"help": "student FFN size (default 1200)."})
+    general_distillation: bool = field(default=False, metadata={
+        "help": "distil the pre-trained teacher on raw text first (cached), then the task."})
+    init_from: str | None = field(default=None, metadata={
+        "help": "start from this student checkpoint directory (e.g. a general TinyBERT)."})
+    project_embeddings: bool = field(default=True, metadata={
+        "help": "do not start the embedding tables from the teacher's projected onto its top principal "
+                "directions (ignored with init_from).", "flag": "--no-project-embeddings"})
+    augment_copies: int = field(default=0, metadata={
+        "help": "augmented copies per training sentence (paper: 20, each word replaced with probability 0.4 "
+                "by one of its 15 nearest neighbours; default 0).", "flag": "--augment"})
 
 
 def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = None) -> EncoderConfig:

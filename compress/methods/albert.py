@@ -1,0 +1,76 @@
+"""ALBERT (Lan et al. 2020): a factorized embedding (V x E + E x H) and blocks shared across layers,
+distilled from the teacher on the logits (and, when asked, the hidden states).
+
+Engines: the shape and initialisation in :mod:`compress.students.albert`, the recipe in
+:mod:`compress.distill.recipes`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compress.distill.recipes import albert_recipe
+from compress.methods.registry import StudentMethod, register
+from compress.models.accounting import count_parameters
+from compress.models.config import EncoderConfig
+from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
+from compress.reports.footprint import footprint, side_by_side
+from compress.students.albert import AlbertOptions, albert_config, build_albert
+
+WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
+       "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
+       "{flops_share:.2f}x the teacher's arithmetic per sequence. The factorized embedding (V x E + E x H) "
+       "removes most of the embedding table; sharing removes all but one block. Any speed-up it shows "
+       "comes from memory, not arithmetic: one shared block's weights can stay in the CPU's caches where "
+       "the teacher streams every layer's weights from memory.")
+
+SHARINGS = ("all", "attention", "ffn", "none")
+
+
+def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
+    sc = albert_config(tc)
+    teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
+    v, e, h, l = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
+    formula = [
+        f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = {v * e + e * h:,}",
+        f"cross-layer sharing (all): L x (attention + FFN) = {l} blocks  ->  1 block run {l} times",
+    ]
+    notes = [
+        "Sharing cuts parameters, not FLOPs: every layer still runs, so the shared block is applied "
+        f"{l} times; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "
+        "(the E->H projection even adds a little) and is not faster at inference.",
+        "Memory for weights and the size on disk shrink with the parameters; activations do not.",
+    ]
+    ablation = [
+        {"embedding_size": emb, "sharing": sharing,
+         "params": count_parameters(albert_config(tc, emb, sharing)).backbone}
+        for emb in dict.fromkeys((h, e))
+        for sharing in SHARINGS
+    ]
+    base = PAPER_CONFIGS["bert-base"]
+    paper_ablation = [
+        {"embedding_size": emb, "sharing": sharing, "paper": PAPER_ABLATION[emb, sharing],
+         "params": count_parameters(albert_config(base, emb, sharing)).backbone}
+        for emb, sharing in PAPER_ABLATION
+    ]
+    paper = [
+        {"model": key, "params": count_parameters(cfg).backbone, "paper": PAPER_PARAMS[key],
+         "layers": cfg.num_layers, "hidden": cfg.hidden_size, "embedding": cfg.embedding_size,
+         "sharing": cfg.sharing}
+        for key, cfg in PAPER_CONFIGS.items()
+    ]
+    out = side_by_side("albert", name, teacher, student, formula, notes)
+    out["ablation"] = ablation
+    out["paper_ablation"] = paper_ablation
+    out["paper_table2"] = paper
+    return out
+
+
+METHOD = register(StudentMethod(
+    name="albert", rank=10, family="parameter efficiency",
+    label="ALBERT (factorized embedding, shared layers)",
+    summary="factorized embedding + cross-layer sharing, distilled on the logits",
+    options=AlbertOptions, why=WHY, explain=explain,
+    student_config=lambda t, o: albert_config(t, o.embedding_size, o.sharing, o.groups, o.dropout),
+    build=build_albert, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss),
+))

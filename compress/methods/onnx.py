@@ -1,0 +1,10 @@
+"""The fp32 model exported to ONNX and run by ONNX Runtime (the baseline the int8 backends are measured by)."""
+
+from compress.methods._quantization import quantization
+
+METHOD = quantization(
+    name="onnx", rank=150, dtype="fp32", backends=("onnxruntime",), label="ONNX Runtime fp32",
+    summary="the fp32 model exported to ONNX and run by ONNX Runtime",
+    why="Exporting changes no weight: the same fp32 parameters and bytes as the model exported, run by ONNX "
+        "Runtime, whose fused kernels and graph optimizations can make the same arithmetic faster.",
+)

@@ -1,0 +1,124 @@
+"""Pipelines of methods: ``distilbert+int8``, with options inside, ``albert[sharing=attention,embedding_size=256]+int8``.
+
+Grammar::
+
+    pipeline := step ("+" step)*
+    step     := NAME ["[" option ("," option)* "]"]
+    option   := KEY "=" VALUE          VALUE is bare (no , ] + = [ " or spaces) or "double quoted"
+
+:func:`parse` reads the text (syntax only); ``str(pipeline)`` writes it back; :func:`check` asks the
+registry whether the steps exist and fit together: a student method only first, and each step
+taking what the one before it gives. Option values stay text here; each method converts its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from compress.errors import CompressError
+from compress.methods.registry import Method, all_methods, format_value, get_method
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_BARE = re.compile(r'[^,\[\]+="\s]+')
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.options:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={_quote(format_value(v))}' for k, v in self.options.items())}]"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    steps: tuple[Step, ...]
+
+    def __str__(self) -> str:
+        return "+".join(map(str, self.steps))
+
+    def __add__(self, other: Pipeline) -> Pipeline:
+        return Pipeline(self.steps + other.steps)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+
+def _quote(value: str) -> str:
+    if value and _BARE.fullmatch(value):
+        return value
+    if '"' in value:
+        raise CompressError(f"the option value {value!r} cannot be written in a pipeline (it holds a double quote).")
+    return f'"{value}"'
+
+
+def parse(text: str) -> Pipeline:
+    """The pipeline ``text`` describes; one sentence naming the position when it is malformed."""
+    pos, steps = 0, []
+
+    def fail(what: str) -> CompressError:
+        return CompressError(f"cannot read the pipeline {text!r}: {what} at character {pos + 1}.")
+
+    while True:
+        name = _NAME.match(text, pos)
+        if not name:
+            raise fail("expected a method name")
+        pos = name.end()
+        options: dict[str, str] = {}
+        if text.startswith("[", pos):
+            pos += 1
+            while True:
+                key = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(text, pos)
+                if not key:
+                    raise fail("expected an option name")
+                pos = key.end()
+                if not text.startswith("=", pos):
+                    raise fail(f"expected '=' after {key.group()}")
+                pos += 1
+                if text.startswith('"', pos):
+                    end = text.find('"', pos + 1)
+                    if end < 0:
+                        raise fail("unclosed quote")
+                    value, pos = text[pos + 1:end], end + 1
+                else:
+                    bare = _BARE.match(text, pos)
+                    if not bare:
+                        raise fail(f"expected a value for {key.group()}")
+                    value, pos = bare.group(), bare.end()
+                if key.group() in options:
+                    raise CompressError(f"the pipeline {text!r} gives {key.group()} twice to {name.group()}.")
+                options[key.group()] = value
+                if text.startswith(",", pos):
+                    pos += 1
+                elif text.startswith("]", pos):
+                    pos += 1
+                    break
+                else:
+                    raise fail("expected ',' or ']'")
+        steps.append(Step(name.group(), options))
+        if pos == len(text):
+            return Pipeline(tuple(steps))
+        if not text.startswith("+", pos):
+            raise fail("expected '+' or the end")
+        pos += 1
+
+
+def check(pipeline: Pipeline) -> list[Method]:
+    """The registered method of every step, once the steps are known to fit together."""
+    methods = [get_method(step.name) for step in pipeline.steps]
+    for before, method in zip(methods, methods[1:]):
+        if method.kind == "student":
+            transforms = [m for m in all_methods("transform")]
+            families = " or ".join(dict.fromkeys(m.family for m in transforms))
+            raise CompressError(f"{method.name} trains a student and can only be a pipeline's first step; "
+                                f"--then takes a {families} method ({', '.join(m.name for m in transforms)}).")
+        if method.takes != before.gives:  # type: ignore[attr-defined]
+            raise CompressError(f"{method.name} cannot follow {before.name}: {before.name} gives a {before.gives} "
+                                f"model and {method.name} takes a {method.takes} one.")  # type: ignore[attr-defined]
+    return methods

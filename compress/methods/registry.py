@@ -1,0 +1,267 @@
+"""The registry of compression methods: what a method module declares, and how the rest asks for it.
+
+A method is one module of this package that calls :func:`register` with a :class:`StudentMethod`
+(trains a new encoder from a teacher) or a :class:`Transform` (takes a model and returns a changed
+one). Modules are found, not listed: every module of ``compress.methods`` is imported the first time
+the registry is asked, so adding a method is adding its module. The runner, ``compare``, ``explain``,
+the reports and the CLI ask the registry; none of them names a method.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+from compress.errors import CompressError
+
+if TYPE_CHECKING:
+    from compress.data.batching import TokenizedTask
+    from compress.data.task import TaskData
+    from compress.distill.recipe import Recipe
+    from compress.models.config import EncoderConfig
+    from compress.models.encoder import Encoder
+    from compress.run_config import RunConfig, RunResult
+
+# The keys a method's ``why`` sentence may use, filled from a run's ratios (teacher / student).
+WHY_KEYS = ("params", "flops", "flops_share", "size")
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What a student method's ``prepare`` step may use: the run's data, task, teacher and student shape."""
+
+    data: TokenizedTask
+    task: TaskData
+    teacher: str
+    student_shape: EncoderConfig
+    device: str
+    show_progress: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Method:
+    """What every method declares.
+
+    rank      where it appears in lists, ``compare`` and errors (students first by convention: < 100).
+    family    what kind of compression it is, in words ("distillation", "quantization", ...).
+    options   a dataclass; every field has ``metadata={"help": ...}``; optional metadata ``flag``
+              (its command-line spelling, default ``--field-name``; None: only through --set or
+              a pipeline) and ``parse`` (str -> value, for types other than int, float, str, bool).
+    why       the run record's sentence, formatted with a run's ratios (keys: WHY_KEYS).
+    explain   (teacher name, teacher shape, sequence length) -> the JSON-ready data of `compress explain`.
+    topic     the name `compress explain` lists it under (methods explained together share one).
+    in_compare  whether `compress compare` runs it by default on this machine.
+    """
+
+    name: str
+    rank: int
+    family: str
+    label: str
+    summary: str
+    options: type
+    why: str
+    explain: Callable[[str, EncoderConfig, int], dict[str, Any]]
+    topic: str = ""
+    in_compare: Callable[[], bool] = lambda: True
+
+    gives: str = "fp32"   # what it hands to the next step of a pipeline: "fp32" or "quantized"
+
+    kind: typing.ClassVar[str]
+
+    @property
+    def explain_topic(self) -> str:
+        return self.topic or self.name
+
+    def sentence(self, ratios: dict[str, float]) -> str:
+        """Why this method saves what it saves, with a run's own ratios (teacher / student)."""
+        return self.why.format(params=ratios["params"], flops=ratios["flops"], flops_share=1 / ratios["flops"],
+                               size=ratios["size_bytes"])
+
+    def option_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` converted to the options' field types (strings from --set or a pipeline); options
+        the method does not take are an error."""
+        known = option_fields(self.options)
+        unknown = sorted(k for k in values if k not in known)
+        if unknown:
+            flags = ", ".join(flag_for(k) for k in unknown)
+            raise CompressError(f"{flags} do(es) not apply to {self.name}; it takes {', '.join(sorted(known))}.")
+        return {k: convert(self.options, k, v) for k, v in values.items()}
+
+    def make_options(self, values: dict[str, Any]) -> Any:
+        """The options dataclass from ``values`` (see :meth:`option_values`)."""
+        return self.options(**self.option_values(values))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudentMethod(Method):
+    """Trains a new encoder from the fine-tuned teacher.
+
+    student_config  (teacher shape, options) -> the student's shape; ValueError when it cannot be.
+    build           (teacher, options) -> the student, initialised from the teacher.
+    recipe          options -> the distillation recipe.
+    prepare         optional; runs after the teacher is fine-tuned and before the student is built,
+                    returns the training data and may fill options (a starting checkpoint).
+    """
+
+    student_config: Callable[[EncoderConfig, Any], EncoderConfig]
+    build: Callable[[Encoder, Any], Encoder]
+    recipe: Callable[[Any], Recipe]
+    prepare: Callable[[Any, Preparation], TokenizedTask] | None = None
+
+    kind: typing.ClassVar[str] = "student"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transform(Method):
+    """Takes a model (the fine-tuned teacher, an earlier run, or the previous step) and writes a changed one.
+
+    check   (run config, options) -> None; every check that needs no data, so a pipeline fails before
+            its first step trains. The config's ``target`` is 'teacher' for a step whose input does not
+            exist yet.
+    run     (run config, options, show_progress, pipeline) -> the run's result; ``config.target`` is
+            'teacher' or the run directory to transform; ``pipeline`` is recorded in config.json.
+    takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
+    """
+
+    check: Callable[[RunConfig, Any], None]
+    run: Callable[[RunConfig, Any, bool, str | None], RunResult]
+    takes: str = "fp32"
+
+    kind: typing.ClassVar[str] = "transform"
+
+
+_REGISTRY: dict[str, Method] = {}
+_loaded = False
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` (called by its module when imported)."""
+    if not is_dataclass(method.options):
+        raise TypeError(f"{method.name}: options must be a dataclass")
+    if method.name in _REGISTRY and _REGISTRY[method.name] is not method:
+        raise TypeError(f"two methods are called {method.name!r}")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import compress.methods as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    _loaded = True
+
+
+def all_methods(kind: str | None = None) -> list[Method]:
+    """Every registered method (of ``kind``: "student" or "transform"), in rank order."""
+    _load()
+    return sorted((m for m in _REGISTRY.values() if kind is None or m.kind == kind), key=lambda m: (m.rank, m.name))
+
+
+def names(kind: str | None = None) -> list[str]:
+    return [m.name for m in all_methods(kind)]
+
+
+def get_method(name: str) -> Method:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise CompressError(f"unknown method {name!r}; known: {', '.join(names())}.") from None
+
+
+# ---- options: fields, flags and values -------------------------------------------------------------
+
+
+def option_fields(options: type) -> dict[str, Field]:
+    return {f.name: f for f in fields(options)}
+
+
+def flag_of(name: str, field: Field | None = None) -> str:
+    """A field's command-line flag (``--embedding-size``), or its name where it has none."""
+    if field is not None and "flag" in field.metadata:
+        return field.metadata["flag"] or name
+    return "--" + name.replace("_", "-")
+
+
+def flag_for(name: str) -> str:
+    """The flag of option ``name``, whichever method declares it."""
+    for method in all_methods():
+        found = option_fields(method.options).get(name)
+        if found is not None:
+            return flag_of(name, found)
+    return flag_of(name)
+
+
+def field_type(options: type, name: str) -> Any:
+    """The field's type with ``None`` taken out (``int | None`` -> int)."""
+    hint = typing.get_type_hints(options)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else hint
+    return hint
+
+
+def optional(options: type, name: str) -> bool:
+    hint = typing.get_type_hints(options)[name]
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def convert(options: type, name: str, value: Any) -> Any:
+    """``value`` for field ``name``: strings (from --set or a pipeline) become the field's type."""
+    if not isinstance(value, str):
+        return value
+    f = option_fields(options)[name]
+    kind = field_type(options, name)
+    if optional(options, name) and value.lower() == "none":
+        return None
+    flag = flag_of(name, f)
+    if "parse" in f.metadata:
+        try:
+            return f.metadata["parse"](value)
+        except ValueError as e:
+            raise CompressError(f"{flag}: {e}") from None
+    if kind is bool:
+        if value.lower() in _TRUE + _FALSE:
+            return value.lower() in _TRUE
+        raise CompressError(f"{flag} takes true or false, not {value!r}.")
+    if kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            raise CompressError(f"{flag} takes {'an integer' if kind is int else 'a number'}, not {value!r}.") from None
+    if kind is str:
+        return value
+    raise CompressError(f"{flag} cannot be given as text.")
+
+
+def format_value(value: Any) -> str:
+    """A value as written in a pipeline (the inverse of :func:`convert`)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def default_of(f: Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not MISSING else None  # type: ignore[misc]
+
+
+__all__ = ["Method", "Preparation", "StudentMethod", "Transform", "WHY_KEYS", "all_methods", "convert",
+           "default_of", "field_type", "flag_for", "flag_of", "format_value", "get_method", "names", "option_fields",
+           "optional", "register"]
