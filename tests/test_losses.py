@@ -462,7 +462,6 @@ def test_registry_flags_match_the_signatures(name):
     spec = LOSSES[name]
     params = inspect.signature(spec.fn).parameters
     assert spec.name == name
-    assert ("attention_mask" in params) == spec.uses_mask
     assert ("projection" in params) == spec.uses_projection
     assert ("labels" in params) == spec.uses_labels
     keyword_only = {p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY}

@@ -351,9 +351,7 @@ class LossSpec:
     reads            which model output both sides come from: ``logits``, ``embeddings``
                      (hidden_states[0]), ``hidden_states`` (layers 1..L, paired by the layer map),
                      ``attention_scores`` or ``attention_probs`` (paired by the layer map).
-    uses_teacher     False only for the gold-label loss.
     uses_labels      takes ``labels`` instead of teacher outputs.
-    uses_mask        takes ``attention_mask`` (B, n).
     uses_projection  takes ``projection`` (required when widths differ).
     options          keyword options the loss accepts (e.g. temperature).
     summary          one line for reports and ``compress explain``.
@@ -362,17 +360,15 @@ class LossSpec:
     name: str
     fn: Callable[..., torch.Tensor]
     reads: str
-    uses_teacher: bool
     uses_labels: bool
-    uses_mask: bool
     uses_projection: bool
     options: tuple[str, ...]
     summary: str
 
 
-def _spec(name: str, fn: Callable[..., torch.Tensor], reads: str, *, teacher: bool = True, labels: bool = False,
-          mask: bool = False, projection: bool = False, options: tuple[str, ...] = (), summary: str) -> LossSpec:
-    return LossSpec(name, fn, reads, teacher, labels, mask, projection, options, summary)
+def _spec(name: str, fn: Callable[..., torch.Tensor], reads: str, *, labels: bool = False, projection: bool = False,
+          options: tuple[str, ...] = (), summary: str) -> LossSpec:
+    return LossSpec(name, fn, reads, labels, projection, options, summary)
 
 
 LOSSES: dict[str, LossSpec] = {
@@ -382,17 +378,17 @@ LOSSES: dict[str, LossSpec] = {
               summary="KL(softmax(t/T) || softmax(s/T)), batch mean, optionally times T^2 (Hinton, DistilBERT)"),
         _spec("soft_ce", soft_ce, "logits", options=("temperature",),
               summary="-sum softmax(t/T) * log_softmax(s/T), batch mean (TinyBERT prediction layer)"),
-        _spec("hard_ce", hard_ce, "logits", teacher=False, labels=True,
+        _spec("hard_ce", hard_ce, "logits", labels=True,
               summary="cross-entropy with the gold labels"),
-        _spec("cosine_hidden", cosine_hidden, "hidden_states", mask=True,
+        _spec("cosine_hidden", cosine_hidden, "hidden_states",
               summary="1 - cos(student, teacher) per real token, mean (DistilBERT)"),
-        _spec("hidden_mse", hidden_mse, "hidden_states", mask=True, projection=True,
+        _spec("hidden_mse", hidden_mse, "hidden_states", projection=True,
               summary="MSE(student @ W, teacher) over real tokens and features (TinyBERT)"),
-        _spec("embedding_mse", embedding_mse, "embeddings", mask=True, projection=True,
+        _spec("embedding_mse", embedding_mse, "embeddings", projection=True,
               summary="MSE(student_emb @ W_e, teacher_emb) over real tokens and features (TinyBERT)"),
-        _spec("attention_mse", attention_mse, "attention_scores", mask=True,
+        _spec("attention_mse", attention_mse, "attention_scores",
               summary="MSE of pre-softmax attention scores over real query-key pairs and heads (TinyBERT)"),
-        _spec("attention_kl", attention_kl, "attention_probs", mask=True,
+        _spec("attention_kl", attention_kl, "attention_probs",
               summary="KL(teacher || student) of attention rows, mean over real queries and heads"),
     )
 }

@@ -6,9 +6,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-SharingMode = Literal["none", "all", "attention", "ffn"]
 SHARING_MODES: tuple[str, ...] = ("none", "all", "attention", "ffn")
 ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
 
