@@ -27,6 +27,32 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """The real console entry point, called in this process (no interpreter start-up per call): returns
+    (exit code, stderr). The signal handlers it installs are put back afterwards."""
+    from compress.cli import app as app_module
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def call(*args: str, cwd: Path | None = None) -> tuple[int, str]:
+        monkeypatch.setattr(sys, "argv", ["compress", *args])
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            app_module.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        finally:
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+        return code, capsys.readouterr().err
+
+    return call
+
+
 def _leftovers(parent: Path, name: str) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
 
@@ -41,12 +67,18 @@ def _leftovers(parent: Path, name: str) -> list[str]:
     (("run", "albert", "--patience", "0"), "--patience"),
     (("run", "albert", "--teacher-lr", "-1"), "lr"),
 ])
-def test_a_usage_error_is_one_line_naming_the_option_with_exit_2(args, named, tmp_path):
-    done = run_cli(*args, env={"COMPRESS_CACHE": str(tmp_path / "cache")})
-    assert done.returncode == 2, done.stderr
-    line = _one_line(done.stderr)
+def test_a_usage_error_is_one_line_naming_the_option_with_exit_2(args, named, tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    code, stderr = cli(*args)
+    assert code == 2, stderr
+    line = _one_line(stderr)
     assert line.startswith("error:") and named in line
     assert not (tmp_path / "cache" / "teachers").exists()  # refused before any work
+
+
+def test_the_console_script_itself_exits_2_on_a_usage_error(tmp_path):
+    done = run_cli("run", "albert", "--seed", "abc", env={"COMPRESS_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 2 and "'--seed'" in _one_line(done.stderr)
 
 
 @pytest.mark.parametrize("values", [{"lr": -1.0}, {"lr": 0.0}, {"epochs": 0}, {"patience": 0}, {"batch_size": -2},
@@ -85,10 +117,17 @@ def tiny(tmp_path_factory):
     return {"root": root, "teacher": teacher, "csv": csv, "env": env}
 
 
+TEACHER_FLAGS = ("--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3")
+
+
 def _run(tiny, *args: str, method: str = "int8", **kwargs) -> subprocess.CompletedProcess:
-    return run_cli("run", method, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
-                   "--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3", *args,
-                   env=tiny["env"], **kwargs)
+    return run_cli("run", method, "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]), *TEACHER_FLAGS,
+                   *args, env=tiny["env"], **kwargs)
+
+
+def _run_here(cli, tiny, *args: str, cwd: Path | None = None) -> tuple[int, str]:
+    return cli("run", "int8", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]), *TEACHER_FLAGS,
+               *args, cwd=cwd)
 
 
 def _copy_teacher(tiny, name: str) -> Path:
@@ -97,69 +136,80 @@ def _copy_teacher(tiny, name: str) -> Path:
     return Path(shutil.copytree(tiny["teacher"], tiny["root"] / name))
 
 
-def test_a_garbage_config_json_is_one_line_naming_it(tiny):
-    teacher = _copy_teacher(tiny, "garbage-config")
+@pytest.fixture
+def tiny_env(tiny, monkeypatch):
+    monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
+    return tiny
+
+
+def test_a_garbage_config_json_is_one_line_naming_it(tiny_env, cli):
+    teacher = _copy_teacher(tiny_env, "garbage-config")
     (teacher / "config.json").write_text("{ this is not json")
-    done = run_cli("run", "albert", "--teacher", str(teacher), "--dataset", str(tiny["csv"]), env=tiny["env"])
-    assert done.returncode == 2
-    assert str(teacher / "config.json") in _one_line(done.stderr)
+    code, stderr = cli("run", "albert", "--teacher", str(teacher), "--dataset", str(tiny_env["csv"]))
+    assert code == 2
+    assert str(teacher / "config.json") in _one_line(stderr)
 
 
-def test_truncated_weights_are_one_line_naming_the_file(tiny):
+def test_truncated_weights_are_one_line_naming_the_file(tiny_env, cli):
+    tiny = tiny_env
     teacher = _copy_teacher(tiny, "truncated")
     weights = teacher / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     before = set((Path(tiny["env"]["COMPRESS_CACHE"]) / "teachers").iterdir())
-    done = run_cli("run", "distilbert", "--teacher", str(teacher), "--dataset", str(tiny["csv"]), env=tiny["env"])
-    assert done.returncode == 2
-    line = _one_line(done.stderr)
+    code, stderr = cli("run", "distilbert", "--teacher", str(teacher), "--dataset", str(tiny["csv"]))
+    assert code == 2
+    line = _one_line(stderr)
     assert str(weights) in line and "damaged or incomplete" in line
     assert set((Path(tiny["env"]["COMPRESS_CACHE"]) / "teachers").iterdir()) == before  # nothing was trained
 
 
-def test_an_out_that_is_a_file_or_under_a_file_is_one_line(tiny):
+def test_an_out_that_is_a_file_or_under_a_file_is_one_line(tiny_env, cli):
+    tiny = tiny_env
     a_file = tiny["root"] / "a-file.txt"
     a_file.write_text("keep me")
     for out in (a_file, a_file / "run"):
-        done = _run(tiny, "--out", str(out))
-        assert done.returncode == 2
-        assert "is a file" in _one_line(done.stderr)
+        code, stderr = _run_here(cli, tiny, "--out", str(out))
+        assert code == 2
+        assert "is a file" in _one_line(stderr)
     assert a_file.read_text() == "keep me"
 
 
 # --- --overwrite replaces only runs ------------------------------------------------------------------
 
-def test_overwrite_refuses_a_directory_that_is_not_a_run(tiny):
+def test_overwrite_refuses_a_directory_that_is_not_a_run(tiny_env, cli):
+    tiny = tiny_env
     precious = tiny["root"] / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    done = _run(tiny, "--out", str(precious), "--overwrite")
-    assert done.returncode == 2
-    assert "replaces only a compress run directory" in _one_line(done.stderr)
+    code, stderr = _run_here(cli, tiny, "--out", str(precious), "--overwrite")
+    assert code == 2
+    assert "replaces only a compress run directory" in _one_line(stderr)
     assert (precious / "thesis.tex").read_text() == "years of work"
 
 
-def test_overwrite_refuses_the_current_directory_even_when_it_holds_a_run(tiny):
+def test_overwrite_refuses_the_current_directory_even_when_it_holds_a_run(tiny_env, cli):
+    tiny = tiny_env
     here = tiny["root"] / "here"
     here.mkdir()
     (here / "metrics.json").write_text("{}")
     (here / "config.json").write_text("{}")
     (here / "notes.txt").write_text("mine")
-    done = _run(tiny, "--out", ".", "--overwrite", cwd=here)
-    assert done.returncode == 2
-    assert "current directory" in _one_line(done.stderr)
+    code, stderr = _run_here(cli, tiny, "--out", ".", "--overwrite", cwd=here)
+    assert code == 2
+    assert "current directory" in _one_line(stderr)
     assert (here / "notes.txt").read_text() == "mine"
 
 
-def test_overwrite_replaces_a_run_and_says_so(tiny):
+def test_overwrite_replaces_a_run_and_says_so(tiny_env, cli):
+    tiny = tiny_env
     out = tiny["root"] / "replaced"
-    first = _run(tiny, "--out", str(out), "--backend", "torch")
-    assert first.returncode == 0, first.stderr
-    again = _run(tiny, "--out", str(out), "--backend", "torch")
-    assert again.returncode == 2 and "--overwrite" in _one_line(again.stderr)
-    replaced = _run(tiny, "--out", str(out), "--backend", "torch", "--overwrite")
-    assert replaced.returncode == 0, replaced.stderr
-    assert "will be replaced" in replaced.stderr
+    code, stderr = _run_here(cli, tiny, "--out", str(out), "--backend", "torch", "--threads", "1")
+    assert code == 0, stderr
+    code, stderr = _run_here(cli, tiny, "--out", str(out), "--backend", "torch", "--threads", "1")
+    assert code == 2 and "--overwrite" in _one_line(stderr)
+    code, stderr = _run_here(cli, tiny, "--out", str(out), "--backend", "torch", "--threads", "1", "--overwrite")
+    assert code == 0, stderr
+    assert "will be replaced" in stderr
     assert json.loads((out / "metrics.json").read_text())["method"] == "int8"
     assert _leftovers(out.parent, out.name) == []
 
@@ -194,15 +244,16 @@ def test_a_signal_exits_with_its_code_one_line_and_no_temporary_directory(tiny, 
     assert _leftovers(out.parent, out.name) == []
 
 
-def test_a_killed_run_leaves_a_temporary_directory_that_the_next_run_removes(tiny):
+def test_a_killed_run_leaves_a_temporary_directory_that_the_next_run_removes(tiny_env, cli):
+    tiny = tiny_env
     out = tiny["root"] / "killed"
     proc = _start_long_run(tiny, out)
     proc.kill()
     proc.communicate(timeout=60)
     assert [n for n in _leftovers(out.parent, out.name) if ".tmp-" in n]  # SIGKILL cannot be cleaned up after
-    done = _run(tiny, "--out", str(out), "--backend", "torch")
-    assert done.returncode == 0, done.stderr
-    assert "left beside" in done.stderr and "killed" in done.stderr
+    code, stderr = _run_here(cli, tiny, "--out", str(out), "--backend", "torch", "--threads", "1")
+    assert code == 0, stderr
+    assert "left beside" in stderr and "killed" in stderr
     assert _leftovers(out.parent, out.name) == []
 
 

@@ -48,7 +48,8 @@ def tiny_flags(argv: list[str], teacher: str, csv: str) -> list[str]:
     if argv[:2] == ["compress", "compare"]:
         return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"]
     if argv[:2] == ["python", "benchmarks/quantization.py"]:
-        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2"]
+        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2", "--passes", "1",
+                "--seq-len", "16", "--batch-size", "8"]
     return []
 
 
