@@ -47,7 +47,7 @@ from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
 from compress.quantize.predictors import TorchPredictor
-from compress.reports.run_record import run_metrics, write_run_record
+from compress.reports.run_record import chain_step, run_metrics, write_run_record
 from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
@@ -219,6 +219,8 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
             teacher_dir=finetuned.directory, student_dir=tmp / "student", layout=layout, stages=stages, task=task,
             seconds=time.perf_counter() - start, speed=speed,
         )
+        metrics["chain"] = [chain_step(str(Step(method.name, config.options)), out, metrics["student"],
+                                       speed["student"])]
         full_config = {"run": asdict(config), "recipe": recipe.to_dict(), "options": asdict(options),
                        "teacher_dir": str(finetuned.directory), "teacher_config": teacher.config.to_dict(),
                        "max_length": data.max_length}

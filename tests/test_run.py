@@ -141,7 +141,16 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     assert metrics["student"]["size_bytes"] == weights.stat().st_size < parent["student"]["size_bytes"]
     assert metrics["student"]["params"] == parent["student"]["params"]  # quantization keeps every parameter
     assert q["fp32_accuracy"] == pytest.approx(parent["student"]["accuracy"])
-    assert "## Quantization" in (chained / "report.md").read_text()
+    report = (chained / "report.md").read_text()
+    assert "## Quantization" in report and "## Pipeline: what each step bought" in report
+    # The last step records the whole chain: every step's model as its own run measured it.
+    assert [step["step"] for step in metrics["chain"]] == ["distilbert", "int8"]
+    assert metrics["chain"][0] == parent["chain"][0]
+    assert [step["run_dir"] for step in metrics["chain"]] == [str(out), str(chained)]
+    for step, model, speed in ((metrics["chain"][0], parent["student"], parent["speed"]["student"]),
+                               (metrics["chain"][1], metrics["student"], metrics["speed"]["student"])):
+        assert step["params"] == model["params"] and step["size_bytes"] == model["size_bytes"]
+        assert step["accuracy"] == model["accuracy"] and step["latency_ms_p50"] == speed["latency_ms_p50"]
 
     # The headline accuracy scores one sentence at a time; the batched figure is kept beside it.
     from compress.quantize.artefacts import load_artefact

@@ -31,6 +31,7 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.task import TaskData
 from compress.errors import CompressError
+from compress.methods.pipeline import Step
 from compress.models.checkpoints import TOKENIZER_FILES, load_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
@@ -44,7 +45,15 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
-from compress.reports.run_record import SCHEMA_VERSION, model_entry, read_metrics, teacher_entry, write_run_record
+from compress.reports.run_record import (
+    SCHEMA_VERSION,
+    chain_of,
+    chain_step,
+    model_entry,
+    read_metrics,
+    teacher_entry,
+    write_run_record,
+)
 from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
@@ -67,6 +76,7 @@ class Source:
     entry: dict[str, Any]          # the source's own metrics entry
     parent: str | None             # the run directory quantized, if any
     settings: dict[str, Any]       # teacher, dataset and columns it was made with
+    chain: list[dict[str, Any]]    # the steps that made it (metrics.json's ``chain``; [] for the teacher)
 
 
 def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
@@ -76,7 +86,7 @@ def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> S
     data = tokenized_for(finetuned, task)
     entry = teacher_entry(model, finetuned.record, data.max_length, finetuned.directory)
     settings = {k: getattr(config, k) for k in SETTINGS}
-    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings)
+    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
 
 
 def parent_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -97,7 +107,8 @@ def run_source(run_dir: Path) -> Source:
     student_dir = run_dir / "student"
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir), {k: run.get(k) for k in SETTINGS})
+                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir), {k: run.get(k) for k in SETTINGS},
+                  chain_of(parent_metrics, run_dir))
 
 
 def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
@@ -223,6 +234,7 @@ def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Sour
             "retention": student["accuracy"] / teacher["accuracy"] if teacher["accuracy"] else 0.0,
             "ratios": {k: teacher[k] / student[k] for k in ("params", "flops", "size_bytes")},
             "quantization": quantization, "stages": [],
+            "chain": [*source.chain, chain_step(str(Step(method.name, config.options)), out, student, student_speed)],
             "speed": {"source": fp32_speed, "student": student_speed}
             | ({"teacher": fp32_speed} if source.kind == "teacher" else {}),
         }

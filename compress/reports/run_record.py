@@ -13,6 +13,9 @@ metrics.json, schema version 2::
     speed     {teacher?, student, source?}: each a compress.bench.speed measurement (latency_ms_p50,
               latency_ms_p90 at batch 1, throughput at batch 32, peak_memory_bytes, seq_len, threads)
     source, quantization   (quantization runs) what was quantized, backend, CPU features, measurements
+    chain     every step of the pipeline that made this model, first to last, this run included:
+              [{step, run_dir, params, size_bytes, flops, accuracy, macro_f1, latency_ms_p50, throughput}]
+              (each step's own measurements; a run made by one method has one step)
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
@@ -85,6 +88,24 @@ def run_metrics(*, method: str, teacher: Encoder, student: Encoder, student_test
     }
 
 
+CHAIN_FIELDS = ("params", "size_bytes", "flops", "accuracy", "macro_f1")
+
+
+def chain_step(step: str, run_dir: Path | str, model: dict[str, Any], speed: dict[str, Any]) -> dict[str, Any]:
+    """One step of ``chain``: the step as written in a pipeline, its run directory, the model it made
+    (its metrics entry) and that model's speed, as the step's own run measured them."""
+    return {"step": step, "run_dir": str(run_dir), **{k: model[k] for k in CHAIN_FIELDS},
+            "latency_ms_p50": speed["latency_ms_p50"], "throughput": speed["throughput"]}
+
+
+def chain_of(metrics: dict[str, Any], run_dir: Path | str) -> list[dict[str, Any]]:
+    """The steps that made the model of the run ``metrics`` describes (runs written before chains were
+    recorded: the run alone)."""
+    if "chain" in metrics:
+        return metrics["chain"]
+    return [chain_step(metrics["method"], run_dir, metrics["student"], metrics["speed"]["student"])]
+
+
 def read_metrics(run_dir: Path) -> dict[str, Any]:
     """A run's metrics.json, checked against this schema version; one-sentence error otherwise."""
     try:
@@ -146,6 +167,7 @@ def write_report(path: Path, metrics: dict[str, Any], config: dict[str, Any]) ->
         "",
     ]
     lines += _quantization_lines(metrics) if "quantization" in metrics else _training_lines(metrics, config)
+    lines += _chain_lines(metrics)
     lines += ["", "## Why it saves what it saves", ""]
     lines.append(explanation(metrics["method"], metrics["ratios"]))
     atomic_write_text(path, "\n".join(lines) + "\n")
@@ -164,6 +186,23 @@ def _speed_rows(speed: dict[str, Any]) -> list[str]:
              f"{s['throughput']:.0f}",
              f"{s['throughput'] / t['throughput']:.2f}x more"),
     ]
+
+
+def _chain_lines(metrics: dict[str, Any]) -> list[str]:
+    """What each step of the pipeline bought, when this run is a later step of one."""
+    chain = metrics.get("chain") or []
+    if len(chain) < 2:
+        return []
+    t = metrics["teacher"]
+    lines = ["", "## Pipeline: what each step bought", "",
+             "Each step's numbers as its own run measured them (latency at batch 1).", "",
+             "| step | parameters | size (MB) | test accuracy | latency p50 (ms) | run |",
+             "|---|---:|---:|---:|---:|---|",
+             _row("teacher", f"{t['params']:,}", f"{t['size_bytes'] / 1e6:.1f}", f"{t['accuracy']:.4f}", "", "")]
+    for step in chain:
+        lines.append(_row(f"`{step['step']}`", f"{step['params']:,}", f"{step['size_bytes'] / 1e6:.1f}",
+                          f"{step['accuracy']:.4f}", f"{step['latency_ms_p50']:.2f}", f"`{step['run_dir']}`"))
+    return lines
 
 
 def _training_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list[str]:
