@@ -2,13 +2,16 @@
 
 Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
 
-    runs/METHOD/          one ordinary run directory per method (see compress.runner)
+    runs/NAME/            one ordinary run directory per method, and one per step of a pipeline:
+                          runs/distilbert, then runs/distilbert+int8 (which records its parent)
     comparison.json       the numbers (schema in compress.reports.comparison)
     comparison.md/.html   the table, the plots and what each method changed
     *.png                 the plots
 
-A method whose run directory already holds a complete run made with the same configuration is
-reused, so an interrupted comparison resumes where it stopped and a repeated one trains nothing.
+A run whose directory already holds a complete run made with the same configuration (and, for a
+later step of a pipeline, from its parent as it is now) is reused, so an interrupted comparison
+resumes where it stopped and a repeated one trains nothing; a step shared by pipelines runs once
+(the ``distilbert`` of ``distilbert+int8`` is the ``distilbert`` row).
 Speed is always measured afresh at the end: the teacher and every method one after another in this
 process, on the same inputs and threads, in two passes (the second in reverse order, each model
 keeping its faster pass at each batch size), so the speed-ups compare like with like.
@@ -17,6 +20,7 @@ keeping its faster pass at each batch size), so the speed-ups compare like with 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -29,7 +33,8 @@ from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
-from compress.methods.registry import all_methods, get_method, names
+from compress.methods.pipeline import Pipeline, Step, check, parse
+from compress.methods.registry import Method, Transform, all_methods, format_value, names
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
@@ -37,23 +42,28 @@ from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import SCHEMA_VERSION, write_comparison
-from compress.reports.run_record import explanation, read_metrics
+from compress.reports.run_record import chain_of, explanation, read_metrics
 from compress.run_config import RunConfig
 from compress.runner import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, teacher_config
 
+
 def default_methods() -> list[str]:
-    """Every method that runs by default on this machine (each method says; fp16 only where the CPU
-    computes in fp16)."""
-    return [m.name for m in all_methods() if m.in_compare()]
+    """Every method that runs by default on this machine (each method says: fp16 and bf16 only where the
+    CPU computes in them), then each of those students followed by each transform that asks to follow
+    students (``distilbert+int8``): the pipelines a user tries first."""
+    methods = [m for m in all_methods() if m.in_compare()]
+    pipelines = [f"{s.name}+{t.name}" for s in methods if s.kind == "student"
+                 for t in methods if getattr(t, "follows_students", False)]
+    return [m.name for m in methods] + pipelines
 
 
 @dataclass
 class CompareConfig:
     teacher: str = DEFAULT_TEACHER
     dataset: str = "mr"
-    methods: list[str] = field(default_factory=default_methods)
+    methods: list[str] = field(default_factory=default_methods)   # methods and pipelines
     out: str | None = None
     epochs: int | None = None           # every student's stages (default: each method's recipe)
     batch_size: int = 32
@@ -65,11 +75,43 @@ class CompareConfig:
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
 
 
-def _run_config(config: CompareConfig, method: str, directory: Path) -> RunConfig:
-    return RunConfig(method=method, teacher=config.teacher, dataset=config.dataset,
-                     epochs=config.epochs if get_method(method).kind == "student" else None, batch_size=config.batch_size,
-                     seed=config.seed, device=config.device, threads=config.threads,
-                     teacher_finetune=config.teacher_finetune, out=str(directory), overwrite=True)
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a comparison: a pipeline's prefix (``distilbert``, then ``distilbert+int8``), named by
+    its text, its last step's method and options, and the run it transforms (None: the teacher)."""
+
+    name: str
+    method: Method
+    options: dict[str, Any]
+    parent: str | None
+    steps: tuple[str, ...]   # the names of the runs from its first step to itself
+
+
+def plan_runs(texts: list[str]) -> list[PlannedRun]:
+    """Every run the methods and pipelines ``texts`` need, each once (a step shared by two pipelines is
+    one run), parents before children; every name, order and option is checked here, before any work."""
+    if not texts:
+        raise CompressError(f"no method given; known: {', '.join(names())}.")
+    runs: dict[str, PlannedRun] = {}
+    for text in texts:
+        pipeline = parse(text)
+        methods = check(pipeline)
+        done: list[Step] = []
+        for step, method in zip(pipeline.steps, methods):
+            done.append(Step(method.name, method.option_values(dict(step.options))))
+            name = str(Pipeline(tuple(done)))
+            parent = str(Pipeline(tuple(done[:-1]))) if len(done) > 1 else None
+            steps = (*(runs[parent].steps if parent else ()), name)
+            runs.setdefault(name, PlannedRun(name, method, done[-1].options, parent, steps))
+    return list(runs.values())
+
+
+def _run_config(config: CompareConfig, planned: PlannedRun, directory: Path, target: str) -> RunConfig:
+    student = planned.method.kind == "student"
+    return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
+                     dataset=config.dataset, epochs=config.epochs if student else None,
+                     batch_size=config.batch_size, seed=config.seed, device=config.device, threads=config.threads,
+                     teacher_finetune=config.teacher_finetune, target=target, out=str(directory), overwrite=True)
 
 
 # Settings that change where a run is written or how it is timed, not what it trains.
@@ -80,14 +122,18 @@ def _config_key(run: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in run.items() if k not in NOT_RESULT}, sort_keys=True, default=str)
 
 
-def completed_run(directory: Path, config: RunConfig, split_fingerprint: str) -> dict[str, Any] | None:
-    """The metrics of a complete run in ``directory`` made with ``config`` on the same data split, or None."""
+def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
+                  parent_chain: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The metrics of a complete run in ``directory`` made with ``config`` on the same data split (and,
+    for a later step of a pipeline, from the parent run as it is now: ``parent_chain``), or None."""
     try:
         recorded = json.loads((directory / "config.json").read_text())["run"]
         metrics = read_metrics(directory)
     except (OSError, ValueError, KeyError, CompressError):
         return None
     same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
+    if parent_chain is not None and chain_of(metrics, directory)[:-1] != parent_chain:
+        return None   # the parent was run again since this step transformed it
     return metrics if same and metrics["dataset"]["fingerprint"] == split_fingerprint else None
 
 
@@ -98,12 +144,13 @@ def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predicto
 
 
 def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
-    """Run (or reuse) every method, measure them all, write the comparison; return its directory and data."""
+    """Run (or reuse) every method and pipeline, measure them all, write the comparison; return its
+    directory and data."""
     say = progress or (lambda message: None)
-    known = names()
-    unknown = [m for m in config.methods if m not in known]
-    if unknown or not config.methods:
-        raise CompressError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}.")
+    planned = plan_runs(config.methods)
+    for step in planned:  # a transform's own checks (a backend this CPU lacks) fail before any training
+        if isinstance(step.method, Transform):
+            step.method.check(_run_config(config, step, Path("unused"), "teacher"), step.method.options(**step.options))
     threads = default_threads() if config.threads is None else config.threads
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
     positions = teacher_config(config.teacher).max_positions
@@ -115,55 +162,48 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
         raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
-        return _compare(config, task, out, threads, speed_config, say)
+        return _compare(config, planned, task, out, threads, speed_config, say)
 
 
-def _compare(config: CompareConfig, task, out: Path, threads: int, speed_config: SpeedConfig,
-             say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, threads: int,
+             speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 
     runs: dict[str, tuple[Path, dict[str, Any]]] = {}
     reused = []
-    for method in config.methods:
-        run_dir = out / "runs" / method
-        run_config = _run_config(config, method, run_dir)
-        metrics = completed_run(run_dir, run_config, task.fingerprint)
+    for step in planned:
+        run_dir = out / "runs" / step.name
+        parent_dir, parent_metrics = runs[step.parent] if step.parent else (None, None)
+        run_config = _run_config(config, step, run_dir, str(parent_dir) if parent_dir else "teacher")
+        parent_chain = chain_of(parent_metrics, parent_dir) if parent_dir else None
+        metrics = completed_run(run_dir, run_config, task.fingerprint, parent_chain)
         if metrics is None:
-            say(f"running {method}")
+            say(f"running {step.name}")
             metrics = run(run_config).metrics
         else:
-            reused.append(method)
+            reused.append(step.name)
             say(f"reusing {run_dir}")
-        runs[method] = (run_dir, metrics)
+        runs[step.name] = (run_dir, metrics)
 
     seq_len = config.seq_len or speed_seq_len(data)
-    say(f"measuring speed: teacher and {len(runs)} methods, {threads} threads, {seq_len} tokens")
+    say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
     teacher = finetuned.load().model
     predictors = {"teacher": TorchPredictor(teacher)}
-    predictors |= {method: _predictor(metrics, run_dir, threads) for method, (run_dir, metrics) in runs.items()}
+    predictors |= {name: _predictor(metrics, run_dir, threads) for name, (run_dir, metrics) in runs.items()}
     speeds = measure_all(predictors, data, seq_len, speed_config)
     teacher_metrics, teacher_speed = next(iter(runs.values()))[1]["teacher"], speeds["teacher"]
-    methods = []
-    for method, (run_dir, metrics) in runs.items():
-        speed, student = speeds[method], metrics["student"]
-        methods.append({
-            "method": method, "label": get_method(method).label, "run_dir": str(run_dir), "kind": metrics["kind"],
-            "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
-            **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
-            "flops": flops_per_sequence(EncoderConfig.from_dict(student["config"]), seq_len),
-            "retention": metrics["retention"], "latency_ms_p50": speed["latency_ms_p50"],
-            "latency_ms_p90": speed["latency_ms_p90"], "throughput": speed["throughput"],
-            "peak_memory_bytes": speed["peak_memory_bytes"],
-            "speedup": teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
-            "throughput_speedup": speed["throughput"] / teacher_speed["throughput"],
-            "explanation": explanation(method, metrics["ratios"]),
-        })
+    by_name = {step.name: step for step in planned}
+    methods = [_entry(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned]
+    test_size = len(task.splits["test"])
+    accuracy = teacher_metrics["accuracy"]
     comparison = {
         "schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": speeds["teacher"]["passes"]},
         "dataset": {"name": task.name, "fingerprint": task.fingerprint,
                     "sizes": {name: len(split) for name, split in task.splits.items()}},
+        # Accuracy differences smaller than this are ties (the Pareto front does not count them).
+        "accuracy_standard_error": math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
         "teacher": {"name": config.teacher, **{k: teacher_metrics[k] for k in
                     ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
@@ -174,3 +214,33 @@ def _compare(config: CompareConfig, task, out: Path, threads: int, speed_config:
     }
     write_comparison(comparison, out)
     return out, comparison
+
+
+def _label(step: PlannedRun) -> str:
+    options = ", ".join(f"{k}={format_value(v)}" for k, v in step.options.items())
+    return step.method.label + (f" [{options}]" if options else "")
+
+
+def _entry(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, tuple[Path, dict[str, Any]]],
+           speed: dict[str, Any], teacher_speed: dict[str, Any], seq_len: int) -> dict[str, Any]:
+    """The comparison's row for one run: its model, its speed measured here, and the steps that made it."""
+    run_dir, metrics = runs[step.name]
+    student = metrics["student"]
+    labels = [_label(planned[name]) for name in step.steps]
+    sentences = [explanation(planned[name].method.name, runs[name][1]["ratios"]) for name in step.steps]
+    note = (metrics.get("quantization") or {}).get("note")
+    return {
+        "method": step.name, "label": " → ".join(labels), "run_dir": str(run_dir),
+        "kind": "pipeline" if len(step.steps) > 1 else metrics["kind"], "steps": list(step.steps),
+        "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
+        **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
+        "flops": flops_per_sequence(EncoderConfig.from_dict(student["config"]), seq_len),
+        "retention": metrics["retention"], "latency_ms_p50": speed["latency_ms_p50"],
+        "latency_ms_p90": speed["latency_ms_p90"], "throughput": speed["throughput"],
+        "peak_memory_bytes": speed["peak_memory_bytes"],
+        "speedup": teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
+        "throughput_speedup": speed["throughput"] / teacher_speed["throughput"],
+        "explanation": sentences[0] if len(sentences) == 1 else
+        " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
+        "note": note,
+    }

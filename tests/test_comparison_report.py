@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+from helpers import chromium_page
 from matplotlib.image import imread
 
 from compress.errors import CompressError
@@ -18,7 +19,6 @@ from compress.reports.comparison import (
     write_comparison,
 )
 from compress.reports.plots import pareto_front
-from helpers import chromium_page
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FILES = ("comparison.json", "comparison.md", "comparison.html", "accuracy_vs_latency.png",
@@ -87,6 +87,16 @@ def test_pareto_front_known_answer():
     assert pareto_front([(1.0, 0.5)]) == [0]
 
 
+def test_pareto_front_counts_differences_inside_the_standard_error_as_ties():
+    # bf16 emulated on an AVX2 CPU: 0.3 points above int8 and 3.6x slower, inside a 1.2-point error.
+    int8, bf16 = (15.6, 82.0), (56.6, 82.3)
+    assert pareto_front([int8, bf16]) == [0, 1]
+    assert pareto_front([int8, bf16], tie=1.2) == [0]
+    # Ties are not chained: 81 ties 80 and 82 ties 81, but 82 is more than a standard error above 80,
+    # the last point on the front, so it joins it.
+    assert pareto_front([(1.0, 80.0), (2.0, 81.0), (3.0, 82.0)], tie=1.2) == [0, 2]
+
+
 def test_validate_names_method_and_missing_field(comparison):
     validate_comparison(comparison)
     for field in REQUIRED_METHOD_FIELDS:
@@ -100,7 +110,7 @@ def test_validate_names_method_and_missing_field(comparison):
 
 
 def test_validate_rejects_schema_version_and_empty_methods(comparison):
-    for version in (2, "1", None):
+    for version in (3, "1", None):
         with pytest.raises(CompressError, match="schema_version"):
             validate_comparison({**comparison, "schema_version": version})
     without = {k: v for k, v in comparison.items() if k != "schema_version"}
@@ -133,6 +143,44 @@ def test_write_comparison_writes_every_file(comparison, tmp_path):
         assert data.startswith(PNG_SIGNATURE)
         image = imread(tmp_path / "out" / name)
         assert image.ndim == 3 and image.shape[0] >= 300 and image.shape[1] >= 600
+
+
+@pytest.fixture
+def with_pipeline(comparison) -> dict:
+    """Schema 2: the comparison plus a distilbert+int8 pipeline, a flagged bf16 and a standard error."""
+    c = copy.deepcopy(comparison) | {"schema_version": 2, "accuracy_standard_error": 0.0118}
+    for m in c["methods"]:
+        m["steps"] = [m["method"]]
+    pipeline = _method("distilbert+int8", "DistilBERT → dynamic int8", "pipeline", 17_100_000, 0.798, 2.5, 0.75)
+    bf16 = _method("bf16", "bfloat16", "quantization", 22_713_216, 0.8185, 30.0, 1.0)
+    c["methods"] += [bf16 | {"steps": ["bf16"], "note": "this CPU has neither AVX512-BF16 nor AMX."},
+                     pipeline | {"size_bytes": 17_100_000, "steps": ["distilbert", "distilbert+int8"]}]
+    return c
+
+
+def test_pipelines_get_a_step_table_and_a_step_plot(with_pipeline, tmp_path):
+    written = {p.name for p in write_comparison(with_pipeline, tmp_path)}
+    assert written == {*FILES, "steps-distilbert-int8.png"}
+    assert imread(tmp_path / "steps-distilbert-int8.png").shape[1] >= 600
+    markdown = (tmp_path / "comparison.md").read_text()
+    steps = markdown.split("### distilbert+int8")[1].split("## What each method")[0]
+    rows = [line for line in steps.splitlines() if line.startswith("| ")][1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| **teacher**", "| [distilbert](#method-distilbert)",
+                                                      "| [distilbert+int8](#method-distilbert-int8)"]
+    # What each step bought, against the step before: distilbert 6.40 ms -> 2.50 ms, 68.4 MB -> 17.1 MB.
+    assert "size ÷4.00 · latency ÷2.56 · accuracy −0.3 points" in rows[2]
+    assert "params" not in rows[2].split(" | ")[-1]    # int8 keeps every parameter
+    assert "![distilbert+int8: each step](steps-distilbert-int8.png)" in markdown
+    # bf16 is 0.08 points above the teacher's 81.77 but 2.4x slower; within one standard error it ties, and
+    # the flag says why this CPU runs it badly.
+    assert "[bfloat16 ⚠](#method-bf16)" in markdown and "⚠ bfloat16: this CPU has neither" in markdown
+    front = next(line for line in markdown.splitlines() if line.startswith("On the accuracy"))
+    assert "distilbert+int8" in front and "bf16" not in front and "within ±1.2 points" in front
+
+    # Rendered again without the pipeline, its step plot goes.
+    with_pipeline["methods"].pop()
+    write_comparison(with_pipeline, tmp_path)
+    assert not (tmp_path / "steps-distilbert-int8.png").exists()
 
 
 def test_render_directory_rerenders_and_explains_bad_input(comparison, tmp_path):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from compress.compare import plan_runs
 from compress.errors import CompressError
-from compress.methods.pipeline import Pipeline, Step, check, parse
+from compress.methods.pipeline import Pipeline, Step, check, parse, split_list
 
 
 @pytest.mark.parametrize("text", [
@@ -52,3 +53,24 @@ def test_check_orders_steps():
         with pytest.raises(CompressError) as raised:
             check(parse(text))
         assert expected in str(raised.value), text
+
+
+def test_a_list_of_pipelines_splits_on_commas_outside_brackets_and_quotes():
+    assert split_list("albert[sharing=attention,embedding_size=256]+int8, distilbert,,int8") == [
+        "albert[sharing=attention,embedding_size=256]+int8", "distilbert", "int8"]
+    assert split_list('distilbert[init_map="2,4"]+bf16,tinybert') == ['distilbert[init_map="2,4"]+bf16', "tinybert"]
+    assert split_list("") == []
+
+
+def test_a_comparison_plans_each_shared_step_once_parents_first():
+    runs = plan_runs(["distilbert+int8", "distilbert", "albert[sharing=attention]+int8[backend=torch]",
+                      "distilbert+static-int8"])
+    assert [(r.name, r.parent) for r in runs] == [
+        ("distilbert", None), ("distilbert+int8", "distilbert"),
+        ("albert[sharing=attention]", None),
+        ("albert[sharing=attention]+int8[backend=torch]", "albert[sharing=attention]"),
+        ("distilbert+static-int8", "distilbert")]
+    assert runs[3].steps == ("albert[sharing=attention]", "albert[sharing=attention]+int8[backend=torch]")
+    assert runs[3].options == {"backend": "torch"} and runs[3].method.name == "int8"
+    # Options are converted once, so one run is one name however its options were spelled.
+    assert [r.name for r in plan_runs(["albert[embedding_size=0256]"])] == ["albert[embedding_size=256]"]

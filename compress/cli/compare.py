@@ -16,7 +16,9 @@ def compare(
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
     methods: str | None = typer.Option(
-        None, help="Comma-separated methods (default: every student and quantization method)."),
+        None, help="Comma-separated methods and pipelines, e.g. distilbert,distilbert+int8,"
+                   "albert[sharing=attention]+int8 (default: every method this CPU runs well, and each "
+                   "student followed by int8)."),
     out: str | None = typer.Option(None, help="Comparison directory (default: runs/compare-TEACHER-DATASET)."),
     epochs: int | None = typer.Option(None, help="Epochs of every student's stages (default: each method's)."),
     batch_size: int = typer.Option(32, help="Training batch size."),
@@ -33,12 +35,13 @@ def compare(
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
     from compress.compare import CompareConfig
     from compress.compare import compare as run_compare
+    from compress.methods.pipeline import split_list
 
     config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
                            seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
-    if methods:
-        config.methods = [m.strip() for m in methods.split(",") if m.strip()]
+    if methods is not None:
+        config.methods = split_list(methods)
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{m}[/]"))
     if as_json:
         print_json(comparison)

@@ -54,13 +54,14 @@ def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
 
 
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
-                 why: str, calibrated: bool = False, in_compare: Callable[[], bool] = lambda: True) -> Quantization:
+                 why: str, calibrated: bool = False, in_compare: Callable[[], bool] = lambda: True,
+                 follows_students: bool = False) -> Quantization:
     """Declare and register one quantization method."""
     fmt = QuantMethod(name, dtype, backends, summary, calibrated)
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
         why=why, explain=explain, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
-        gives="quantized",
+        gives="quantized", follows_students=follows_students,
         check=lambda config, options: check_quantization(config, fmt, options.backend) and None,
         run=lambda config, options, show_progress, pipeline: quantize_run(config, fmt, options.backend,
                                                                            show_progress, pipeline),

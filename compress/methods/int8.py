@@ -3,7 +3,7 @@
 from compress.methods._quantization import quantization
 
 METHOD = quantization(
-    name="int8", rank=110, dtype="int8", backends=("onnxruntime", "torch"), label="dynamic int8",
+    name="int8", rank=110, dtype="int8", backends=("onnxruntime", "torch"), label="dynamic int8", follows_students=True,
     summary="post-training dynamic int8: int8 weights, activations quantized on the fly",
     why="Quantization cuts bytes and time, not parameters: every weight is still there, stored in 8 bits "
         "instead of 32 ({size:.2f}x fewer bytes than the teacher), and int8 matrix products run on the "

@@ -109,6 +109,22 @@ def parse(text: str) -> Pipeline:
         pos += 1
 
 
+def split_list(text: str) -> list[str]:
+    """The pipelines of a comma-separated list: commas inside brackets or quotes separate options, not
+    pipelines (``albert[sharing=attention,embedding_size=256]+int8,distilbert``)."""
+    items, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(text):
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and char in "[]":
+            depth += 1 if char == "[" else -1
+        elif not quoted and depth == 0 and char == ",":
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
 def check(pipeline: Pipeline) -> list[Method]:
     """The registered method of every step, once the steps are known to fit together."""
     methods = [get_method(step.name) for step in pipeline.steps]

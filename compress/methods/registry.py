@@ -126,11 +126,14 @@ class Transform(Method):
     run     (run config, options, show_progress, pipeline) -> the run's result; ``config.target`` is
             'teacher' or the run directory to transform; ``pipeline`` is recorded in config.json.
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
+    follows_students  whether `compress compare` chains every default student with it by default
+            (``distilbert+int8``): the pipelines a user tries first.
     """
 
     check: Callable[[RunConfig, Any], None]
     run: Callable[[RunConfig, Any, bool, str | None], RunResult]
     takes: str = "fp32"
+    follows_students: bool = False
 
     kind: typing.ClassVar[str] = "transform"
 

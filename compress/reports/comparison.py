@@ -1,14 +1,17 @@
 """The side-by-side comparison of methods: ``comparison.json`` rendered to markdown, HTML and PNGs.
 
-comparison.json, schema version 1::
+comparison.json, schema version 2 (version 1, without pipelines, is still read)::
 
     schema_version, created, seq_len, threads
     dataset   {name, fingerprint, sizes {train, dev, test}}
+    accuracy_standard_error   one standard error of the teacher's test accuracy (a fraction): accuracy
+              differences within it are ties on the Pareto front
     manifest  free-form machine and package information (``cpu.model`` is shown when present)
     teacher   {name, params, size_bytes, flops, accuracy, macro_f1, latency_ms_p50, latency_ms_p90,
                throughput, peak_memory_bytes, params_by_component}
     methods   [{method, label, run_dir, kind, explanation, backend, dtype, retention, speedup,
-                ...the teacher's numeric fields}]
+                steps (the method names of the runs from a pipeline's first step to this one),
+                note (why this CPU runs it badly, or null), ...the teacher's numeric fields}]
 
 Any numeric field may be null (not measured); it shows as "–" and is left out of the plots.
 The HTML page is self-contained: inline CSS, plots embedded as data URIs, no script, no URL.
@@ -29,9 +32,10 @@ from typing import Any
 
 from compress.errors import CompressError
 from compress.paths import as_ordinary_file, atomic_write_text
-from compress.reports.plots import number, pareto_front, render_plots
+from compress.reports.plots import number, pareto_front, pipelines, render_plots, steps_stem
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
                           "throughput", "speedup")
 MISSING = "–"
@@ -78,9 +82,10 @@ def validate_comparison(data: dict[str, Any]) -> None:
     if "schema_version" not in data:
         raise CompressError(f"The comparison has no schema_version; expected schema_version {SCHEMA_VERSION}.")
     version = data["schema_version"]
-    if version != SCHEMA_VERSION or isinstance(version, bool):
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise CompressError(f"The comparison has schema_version {version!r}, but this version of compress "
-                            f"reads schema_version {SCHEMA_VERSION}.")
+                            f"reads schema_version {' or '.join(map(str, READABLE_VERSIONS))}; run "
+                            "`compress compare` again.")
     methods = data.get("methods")
     if not isinstance(methods, list) or not methods:
         raise CompressError("The comparison has no methods; run at least one method before rendering it.")
@@ -151,7 +156,27 @@ def _anchors(methods: list[dict[str, Any]]) -> list[str]:
 
 
 def _display_name(method: dict[str, Any]) -> str:
-    return str(method.get("label") or method["method"])
+    name = str(method.get("label") or method["method"])
+    return name + " ⚠" if method.get("note") else name
+
+
+def _warnings(comparison: dict[str, Any]) -> list[str]:
+    """One line per method this CPU runs badly (marked ⚠ in the table)."""
+    return [f"⚠ {m.get('label') or m['method']}: {m['note']}" for m in comparison["methods"] if m.get("note")]
+
+
+def _tie(comparison: dict[str, Any]) -> float:
+    """The accuracy difference (a fraction) under which two models tie on the front."""
+    return number(comparison.get("accuracy_standard_error")) or 0.0
+
+
+def _front_sentence(comparison: dict[str, Any], front: list[str]) -> str:
+    tie = _tie(comparison)
+    test = ((comparison.get("dataset") or {}).get("sizes") or {}).get("test")
+    ties = (f" Accuracy differences within ±{100 * tie:.1f} points (one standard error of accuracy on "
+            f"{test:,} test examples) are ties, and the faster model wins them." if tie and test else "")
+    return ("On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
+            + ", ".join(front) + "." + ties)
 
 
 def _teacher(comparison: dict[str, Any]) -> dict[str, Any] | None:
@@ -221,8 +246,39 @@ def _front_names(comparison: dict[str, Any]) -> list[str]:
         [(str(m["method"]), m) for m in comparison["methods"]]
     measured = [(name, number(m.get("latency_ms_p50")), number(m.get("accuracy"))) for name, m in models]
     measured = [(name, x, y) for name, x, y in measured if x is not None and y is not None]
-    front = [measured[i] for i in pareto_front([(x, y) for _, x, y in measured])]
+    front = [measured[i] for i in pareto_front([(x, y) for _, x, y in measured], _tie(comparison))]
     return [name for name, _, _ in sorted(front, key=lambda m: (m[1], m[2]))]
+
+
+def _change(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What one step changed, in words: ``size ÷3.9 · latency ÷1.8 · accuracy −0.3 points``."""
+    parts = []
+    for key, what in (("params", "params"), ("size_bytes", "size"), ("latency_ms_p50", "latency")):
+        a, b = number(before.get(key)), number(after.get(key))
+        if a and b and abs(a / b - 1) >= 0.005:
+            parts.append(f"{what} ÷{a / b:.2f}" if b < a else f"{what} ×{b / a:.2f}")
+    a, b = number(before.get("accuracy")), number(after.get("accuracy"))
+    if a is not None and b is not None:
+        parts.append(f"accuracy {100 * (b - a):+.1f} points".replace("-", "−"))
+    return " · ".join(parts) or "no change"
+
+
+STEP_HEADERS = ("step", *HEADERS[1:], "what the step changed")
+
+
+def _step_rows(comparison: dict[str, Any], pipeline: dict[str, Any]) -> list[Row]:
+    """The teacher, then each step of ``pipeline`` with the change from the step before."""
+    teacher = _teacher(comparison) or {}
+    methods = comparison["methods"]
+    by_name = {str(m["method"]): (m, anchor) for m, anchor in zip(methods, _anchors(methods))}
+    rows = [Row("teacher", None, _number_cells(teacher, 1.0, 1.0) + [""])]
+    before = teacher
+    for name in pipeline["steps"]:
+        step, anchor = by_name.get(name, ({}, None))
+        rows.append(Row(name, anchor, _number_cells(step, step.get("retention"), step.get("speedup"))
+                        + [_change(before, step)]))
+        before = step
+    return rows
 
 
 # --- markdown ----------------------------------------------------------------------------------
@@ -232,8 +288,8 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|<>#])", r"\\\1", text)
 
 
-def _md_table(rows: list[Row]) -> list[str]:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|:--" + "|--:" * (len(HEADERS) - 1) + "|"]
+def _md_table(rows: list[Row], headers: tuple[str, ...] = HEADERS) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|:--" + "|--:" * (len(headers) - 1) + "|"]
     for row in rows:
         name = f"[{_md(row.name)}](#{row.anchor})" if row.anchor else f"**{_md(row.name)}**"
         lines.append("| " + " | ".join([name, *row.cells]) + " |")
@@ -248,9 +304,14 @@ def render_markdown(comparison: dict[str, Any]) -> str:
     lines += _md_table(_rows(comparison))
     front = _front_names(comparison)
     if front:
-        lines += ["", "On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
-                  + ", ".join(_md(name) for name in front) + "."]
+        lines += ["", _md(_front_sentence(comparison, front))]
+    lines += [""] + [_md(w) + "  " for w in _warnings(comparison)] if _warnings(comparison) else []
     lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in NOTES]
+    if pipelines(comparison):
+        lines += ["", "## What each step of a pipeline bought", ""]
+        for pipeline in pipelines(comparison):
+            lines += [f"### {_md(pipeline['method'])}", "", *_md_table(_step_rows(comparison, pipeline), STEP_HEADERS),
+                      "", f"![{_md(pipeline['method'])}: each step]({steps_stem(pipeline)}.png)", ""]
     lines += ["", "## What each method changed", ""]
     methods = comparison["methods"]
     for method, anchor in zip(methods, _anchors(methods)):
@@ -285,12 +346,13 @@ figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9rem; }
 .details { color: #666; font-size: 0.88rem; margin: 0; }
 ul.notes { color: #444; font-size: 0.9rem; }
+p.warning { color: #8a5300; }
 section.method:target { background: #fffbe6; }
 """
 
 
-def _html_table(rows: list[Row]) -> str:
-    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in HEADERS)
+def _html_table(rows: list[Row], headers: tuple[str, ...] = HEADERS, css_class: str = "") -> str:
+    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in headers)
     body = []
     for row in rows:
         name = html.escape(row.name)
@@ -298,7 +360,8 @@ def _html_table(rows: list[Row]) -> str:
         cells = "".join(f'<td class="num">{html.escape(c)}</td>' for c in row.cells)
         css = "" if row.anchor else ' class="teacher"'
         body.append(f'<tr{css}><th scope="row">{first}</th>{cells}</tr>')
-    return (f'<div class="table-wrap"><table id="comparison">\n<thead><tr>{head}</tr></thead>\n'
+    table = f'class="{css_class}"' if css_class else 'id="comparison"'
+    return (f'<div class="table-wrap"><table {table}>\n<thead><tr>{head}</tr></thead>\n'
             f"<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table></div>")
 
 
@@ -316,22 +379,24 @@ def _alt_texts(comparison: dict[str, Any]) -> dict[str, str]:
 
 CAPTIONS = {
     "accuracy_vs_latency": "Up and to the left is better. Points on the dashed line are Pareto-optimal: "
-                           "no other model is both faster and more accurate.",
+                           "no other model is both faster and more accurate. Arrows lead from each step of "
+                           "a pipeline to the next.",
     "params_by_component": "Where each model's parameters sit. Quantization keeps the count and shrinks "
                            "the bytes per parameter; distillation and sharing change the count itself.",
 }
 
 
+def _html_figure(png: bytes | None, alt: str, caption: str) -> str:
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
 def _html_figures(comparison: dict[str, Any], plots: dict[str, bytes]) -> list[str]:
     alts = _alt_texts(comparison)
-    out = []
-    for name in PLOT_FILES:
-        if name not in plots:
-            continue
-        data = base64.b64encode(plots[name]).decode("ascii")
-        out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(alts[name])}">'
-                   f"<figcaption>{html.escape(CAPTIONS[name])}</figcaption></figure>")
-    return out
+    return [_html_figure(plots[name], alts[name], CAPTIONS[name]) for name in PLOT_FILES if name in plots]
 
 
 def _html_methods(comparison: dict[str, Any]) -> list[str]:
@@ -358,12 +423,21 @@ def render_html(comparison: dict[str, Any], plots: dict[str, bytes]) -> str:
         "<h2>Results</h2>", _html_table(_rows(comparison)),
     ]
     if front:
-        parts.append("<p>On the accuracy / latency Pareto front (nothing else is both faster and more "
-                     f"accurate): {html.escape(', '.join(front))}.</p>")
+        parts.append(f"<p>{html.escape(_front_sentence(comparison, front))}</p>")
+    parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(comparison)]
     parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in NOTES) + "</ul>")
     figures = _html_figures(comparison, plots)
     if figures:
         parts += ["<h2>Plots</h2>", *figures]
+    if pipelines(comparison):
+        parts.append("<h2>What each step of a pipeline bought</h2>")
+        for pipeline in pipelines(comparison):
+            parts += [f"<h3>{html.escape(pipeline['method'])}</h3>",
+                      _html_table(_step_rows(comparison, pipeline), STEP_HEADERS, "steps"),
+                      _html_figure(plots.get(steps_stem(pipeline)), f"Bars of parameters, size, latency and accuracy "
+                                   f"for the teacher and each step of {pipeline['method']}.",
+                                   "Left to right: the teacher, then each step; each bar as measured in this "
+                                   "comparison.")]
     parts += ["<h2>What each method changed</h2>", *_html_methods(comparison), "</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
@@ -398,9 +472,12 @@ def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
     for name, text in texts.items():
         atomic_write_text(directory / name, text)
         written.append(directory / name)
-    for stem, filename in PLOT_FILES.items():
-        _atomic_write_bytes(directory / filename, plots[stem])
-        written.append(directory / filename)
+    for stem, png in plots.items():
+        _atomic_write_bytes(directory / f"{stem}.png", png)
+        written.append(directory / f"{stem}.png")
+    for stale in directory.glob("steps-*.png"):  # step plots of pipelines no longer compared
+        if stale.stem not in plots:
+            stale.unlink()
     return written
 
 

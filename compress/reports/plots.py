@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,8 @@ from compress.models.accounting import COMPONENTS
 DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
 UNKNOWN_PARAMS_AREA = 40.0
-KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e"}
+KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e", "pipeline": "#2ca02c"}
+STEP_COLOR = "#2ca02c"
 OTHER_COLOR = "#7f7f7f"
 TEACHER_COLOR = "#333333"
 COMPONENT_COLORS = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f",
@@ -38,20 +40,22 @@ def number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices (ascending) of the ``(latency, accuracy)`` points no other point dominates.
+def pareto_front(points: list[tuple[float, float]], tie: float = 0.0) -> list[int]:
+    """Indices (ascending) of the ``(latency, accuracy)`` points on the front: lower latency and higher
+    accuracy are better.
 
-    Lower latency and higher accuracy are better. A point is dominated when another is at least as
-    good on both and strictly better on one, so exact duplicates are all kept. NaN points are never
-    on the front and dominate nothing.
+    Walking from the fastest point to the slowest, a point joins the front when it is more accurate
+    than every faster point on the front by more than ``tie``: an accuracy difference inside ``tie``
+    (the test split's standard error) is a tie, and at a tie the faster model wins. With ``tie`` 0
+    this is the usual front (no other point at least as fast and as accurate, better on one); exact
+    duplicates are all kept. NaN points are never on the front.
     """
     valid = [i for i, (x, y) in enumerate(points) if not (math.isnan(x) or math.isnan(y))]
-
-    def dominated(i: int) -> bool:
-        xi, yi = points[i]
-        return any(points[j][0] <= xi and points[j][1] >= yi and points[j] != points[i] for j in valid)
-
-    return [i for i in valid if not dominated(i)]
+    front: list[int] = []
+    for i in sorted(valid, key=lambda i: (points[i][0], -points[i][1])):
+        if not front or points[i][1] > points[front[-1]][1] + tie or points[i] == points[front[-1]]:
+            front.append(i)
+    return sorted(front)
 
 
 def _to_png(fig: Figure) -> bytes:
@@ -113,9 +117,9 @@ def _overlaps(box: Bbox, others: Sequence[Bbox]) -> bool:
     return any(box.overlaps(o) for o in others)
 
 
-def _front_steps(ax: Axes, points: list[dict[str, Any]]) -> list[Bbox]:
+def _front_steps(ax: Axes, points: list[dict[str, Any]], tie: float) -> list[Bbox]:
     """Display-space boxes around the segments of the Pareto step line, so labels avoid it."""
-    xy = [ax.transData.transform((p["x"], p["y"])) for p in _front_sorted(points)]
+    xy = [ax.transData.transform((p["x"], p["y"])) for p in _front_sorted(points, tie)]
     boxes = []
     for (x0, y0), (x1, y1) in itertools.pairwise(xy):
         boxes.append(Bbox.from_extents(x0, y0 - 2, x1, y0 + 2))                       # across
@@ -123,13 +127,13 @@ def _front_steps(ax: Axes, points: list[dict[str, Any]]) -> list[Bbox]:
     return boxes
 
 
-def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float]) -> None:
+def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float) -> None:
     """Annotate each point with its name beside its bubble, avoiding labels, bubbles and the front."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     fig.set_layout_engine("none")  # freeze the layout so the positions measured here stay true
     inside = ax.get_window_extent(renderer)
-    steps = _front_steps(ax, points)
+    steps = _front_steps(ax, points, tie)
     scale = fig.dpi / 72
     bubbles = []
     for p, area in zip(points, areas):
@@ -162,22 +166,39 @@ def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: li
         placed.append(chosen)
 
 
-def _front_sorted(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The Pareto-optimal points, fastest first."""
-    front = [points[i] for i in pareto_front([(p["x"], p["y"]) for p in points])]
+def _front_sorted(points: list[dict[str, Any]], tie: float) -> list[dict[str, Any]]:
+    """The Pareto-optimal points (accuracy differences within ``tie`` points are ties), fastest first."""
+    front = [points[i] for i in pareto_front([(p["x"], p["y"]) for p in points], tie)]
     return sorted(front, key=lambda p: (p["x"], p["y"]))
 
 
-def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float]) -> None:
+def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float) -> None:
     """The front as a dashed step line (best accuracy reachable within each latency) and rings."""
-    front = _front_sorted(points)
+    front = _front_sorted(points, tie)
     xs, ys = [p["x"] for p in front], [p["y"] for p in front]
     ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
     ax.scatter(xs, ys, s=[areas[points.index(p)] for p in front], facecolors="none", edgecolors="black",
                linewidths=2.0, zorder=4)
 
 
-def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float) -> None:
+def _draw_pipelines(ax: Axes, comparison: dict[str, Any], points: list[dict[str, Any]],
+                    areas: list[float]) -> bool:
+    """An arrow from each step of a pipeline to the next (``distilbert`` -> ``distilbert+int8``), from
+    bubble edge to bubble edge; whether any was drawn."""
+    where = {p["name"]: ((p["x"], p["y"]), math.sqrt(area) / 2) for p, area in zip(points, areas)}
+    drawn = False
+    for m in comparison.get("methods") or []:
+        steps = [where.get(name) for name in m.get("steps") or []]
+        for start, end in itertools.pairwise(steps):
+            if start is not None and end is not None:
+                ax.annotate("", xy=end[0], xytext=start[0], zorder=3.5,
+                            arrowprops={"arrowstyle": "-|>", "color": STEP_COLOR, "lw": 1.5,
+                                        "shrinkA": start[1] + 1, "shrinkB": end[1] + 2})
+                drawn = True
+    return drawn
+
+
+def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float, arrows: bool, tie: float) -> None:
     """A legend of what colour and ring mean, and one of reference bubble sizes."""
     handles = [Line2D([], [], marker="D", linestyle="", color=TEACHER_COLOR, label="teacher")] if teacher else []
     for kind, color in KIND_COLORS.items():
@@ -185,8 +206,11 @@ def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float) ->
             handles.append(Line2D([], [], marker="o", linestyle="", color=color, label=kind))
     if kinds - set(KIND_COLORS) - {None}:
         handles.append(Line2D([], [], marker="o", linestyle="", color=OTHER_COLOR, label="other"))
+    if arrows:
+        handles.append(Line2D([], [], color=STEP_COLOR, linewidth=1.3, label="pipeline step"))
     handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="black",
-                          markeredgewidth=2, color="black", linestyle="--", label="Pareto front"))
+                          markeredgewidth=2, color="black", linestyle="--",
+                          label="Pareto front" + (f"\n(±{tie:.1f} points\ncount as ties)" if tie > 0 else "")))
     first = ax.legend(handles=handles, title="model", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                       fontsize=9, title_fontsize=9, frameon=False)
     ax.add_artist(first)
@@ -213,6 +237,7 @@ def _title(comparison: dict[str, Any], what: str) -> str:
 def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
     """Test accuracy (%) against batch-1 latency p50 (ms); bubble area is proportional to parameters."""
     points, missing = _scatter_points(comparison)
+    tie = 100 * (number(comparison.get("accuracy_standard_error")) or 0.0)
     fig = Figure(figsize=(9.0, 5.6), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     largest = max((p["params"] for p in points if p["params"] is not None), default=0.0)
@@ -222,8 +247,9 @@ def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
         marker = "D" if p["teacher"] else ("o" if p["params"] is not None else "x")
         ax.scatter([p["x"]], [p["y"]], s=area, marker=marker, color=color, alpha=0.7,
                    edgecolors="white" if marker != "x" else None, linewidths=0.8, zorder=3)
+    arrows = _draw_pipelines(ax, comparison, points, areas)
     if points:
-        _draw_front(ax, points, areas)
+        _draw_front(ax, points, areas, tie)
         ax.margins(x=0.15, y=0.2)
     else:
         ax.text(0.5, 0.5, "no model has both accuracy and latency measured", ha="center",
@@ -234,14 +260,15 @@ def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
     ax.grid(True, color="#e5e5e5", linewidth=0.8, zorder=0)
     ax.set_axisbelow(True)
     if points:
-        _legends(ax, {p["kind"] for p in points if not p["teacher"]}, any(p["teacher"] for p in points), largest)
+        _legends(ax, {p["kind"] for p in points if not p["teacher"]}, any(p["teacher"] for p in points), largest,
+                 arrows, tie)
     if missing:
         ax.text(0.0, -0.14, "not plotted (no latency or accuracy measured): " + ", ".join(missing),
                 transform=ax.transAxes, fontsize=8, color="#555555", va="top")
     if points:
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
-        _place_labels(fig, ax, points, areas)
+        _place_labels(fig, ax, points, areas, tie)
     return _to_png(fig)
 
 
@@ -292,6 +319,51 @@ def params_by_component_png(comparison: dict[str, Any]) -> bytes:
     return _to_png(fig)
 
 
+# --- what each step of a pipeline changed ------------------------------------------------------
+
+STEP_PANELS = (("params", 1e6, "parameters (M)"), ("size_bytes", 1e6, "size (MB)"),
+               ("latency_ms_p50", 1.0, "latency p50, batch 1 (ms)"), ("accuracy", 0.01, "test accuracy (%)"))
+
+
+def pipelines(comparison: dict[str, Any]) -> list[dict[str, Any]]:
+    """The methods that are pipelines (two or more steps), in table order."""
+    return [m for m in comparison.get("methods") or [] if len(m.get("steps") or []) > 1]
+
+
+def steps_stem(method: dict[str, Any]) -> str:
+    """The file stem of a pipeline's step plot: ``steps-distilbert-int8``."""
+    return "steps-" + (re.sub(r"[^a-z0-9_]+", "-", str(method["method"]).lower()).strip("-") or "x")
+
+
+def pipeline_steps_png(comparison: dict[str, Any], pipeline: dict[str, Any]) -> bytes:
+    """Four panels (parameters, size, latency, accuracy), one bar per model from the teacher through
+    each step of ``pipeline``, so what each step bought reads from left to right."""
+    by_name = {str(m["method"]): m for m in comparison.get("methods") or []}
+    names = ["teacher", *pipeline["steps"]]
+    models = [comparison.get("teacher") or {}, *(by_name.get(n, {}) for n in pipeline["steps"])]
+    labels = ["teacher", *(n if i == 0 else "+" + n.split("+")[-1] for i, n in enumerate(pipeline["steps"]))]
+    fig = Figure(figsize=(9.0, 3.2), dpi=DPI, layout="constrained")
+    for index, (key, scale, title) in enumerate(STEP_PANELS):
+        ax = fig.add_subplot(1, len(STEP_PANELS), index + 1)
+        values = [number(m.get(key)) for m in models]
+        heights = [v / scale if v is not None else 0.0 for v in values]
+        colors = [TEACHER_COLOR] + [STEP_COLOR] * (len(names) - 1)
+        ax.bar(range(len(names)), heights, color=colors, alpha=0.8)
+        for x, (v, h) in enumerate(zip(values, heights)):
+            ax.text(x, h, "–" if v is None else (f"{h:.1f}" if h >= 10 else f"{h:.2f}"), ha="center",
+                    va="bottom", fontsize=8)
+        ax.set_xticks(range(len(names)), labels, rotation=30, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.margins(y=0.15)
+        if key == "accuracy":
+            known = [h for h, v in zip(heights, values) if v is not None]
+            if known:
+                ax.set_ylim(max(0.0, min(known) - 10), min(100.0, max(known) + 5))
+        ax.tick_params(axis="y", labelsize=8)
+    fig.suptitle(f"{pipeline['method']}: what each step changed", fontsize=10)
+    return _to_png(fig)
+
+
 PLOTS = {
     "accuracy_vs_latency": accuracy_vs_latency_png,
     "params_by_component": params_by_component_png,
@@ -299,5 +371,8 @@ PLOTS = {
 
 
 def render_plots(comparison: dict[str, Any]) -> dict[str, bytes]:
-    """Every plot of the report as PNG bytes, keyed by file stem (``accuracy_vs_latency``, ...)."""
-    return {name: render(comparison) for name, render in PLOTS.items()}
+    """Every plot of the report as PNG bytes, keyed by file stem (``accuracy_vs_latency``, ...,
+    then ``steps-NAME`` for each pipeline)."""
+    plots = {name: render(comparison) for name, render in PLOTS.items()}
+    plots |= {steps_stem(m): pipeline_steps_png(comparison, m) for m in pipelines(comparison)}
+    return plots
