@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import padded_batch, tiny_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.encoder import Encoder
 from compress.models.presets import PAPER_CONFIGS
-from helpers import padded_batch, tiny_config
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from compress.distill.augment import (
+from compress.students.tinybert.augment import (
     AugmentConfig,
     EmbeddingNeighbours,
     _split_word,
@@ -271,9 +271,10 @@ def test_mlm_replacements_follow_algorithm_1(tokenizer, neighbours, tiny_mlm):
 
 
 def test_augmented_train_split_is_cached_and_reused(tokenizer, tmp_path, monkeypatch):
-    from compress.data import load_task, tokenize_task
-    from compress.distill import augment
     from helpers import write_tiny_csv
+
+    from compress.data import load_task, tokenize_task
+    from compress.students.tinybert import augment
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
     task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))

@@ -12,8 +12,17 @@ import pytest
 import torch
 
 from compress.bench import (
-    Timing, cpu_features, default_threads, fixed_threads, git_commit, git_dirty, manifest,
-    package_versions, peak_memory_bytes, rss_bytes, time_call,
+    Timing,
+    cpu_features,
+    default_threads,
+    fixed_threads,
+    git_commit,
+    git_dirty,
+    manifest,
+    package_versions,
+    peak_memory_bytes,
+    rss_bytes,
+    time_call,
 )
 from compress.bench.machine import CPU_FEATURES
 from compress.errors import CompressError

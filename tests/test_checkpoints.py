@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from helpers import padded_batch, tiny_config
 from transformers import (
     AlbertConfig,
     AlbertForSequenceClassification,
@@ -20,7 +21,6 @@ from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.encoder import Encoder
 from compress.teachers.registry import resolve_teacher_dir
 from compress.teachers.verify import verify_parity
-from helpers import padded_batch, tiny_config
 
 TOL = dict(atol=1e-5, rtol=0)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import torch
-from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
-
 from helpers import run_cli
+from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
 
 def _meta_count(model_cls, config) -> int:

@@ -8,9 +8,9 @@ import pytest
 from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.bench.machine import cpu_features
-from compress.compare import default_methods
 from compress.quantize.torch_backend import half_available
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS
+from compress.runs.compare import default_methods
 
 # Four layers of 312: the smallest teacher every method's default student fits (TinyBERT-4 is 4 x 312).
 FAST = ("--epochs", "1", "--batch-size", "16", "--teacher-epochs", "4", "--teacher-lr", "3e-3",

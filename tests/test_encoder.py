@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
+from helpers import padded_batch, tiny_config
 
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from helpers import padded_batch, tiny_config
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
+from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.data.load import load_task
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher
-from compress.distill.training import TrainConfig
-from helpers import make_tiny_teacher, run_cli, write_tiny_csv
+from compress.training import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +74,11 @@ def test_finetune_bad_input_is_one_line(tiny, tmp_path):
 def test_layer_wise_lr_decay_gives_each_depth_its_rate():
     """Head at lr, layer l of L at lr * d ** (L + 1 - l), embeddings at lr * d ** (L + 1); no decay on
     biases and LayerNorms; worked out by hand for L = 4, d = 0.5, lr = 1."""
-    from compress.distill.training import _optimizer
+    from helpers import tiny_config
+
     from compress.errors import CompressError
     from compress.models.encoder import Encoder
-    from helpers import tiny_config
+    from compress.training import _optimizer
 
     model = Encoder(tiny_config())
     optimizer = _optimizer(model, [], TrainConfig(lr=1.0, weight_decay=0.1, layer_decay=0.5))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import torch
+from helpers import make_tiny_teacher
 
-from compress.distill.general import GeneralDistillConfig, general_distillation
 from compress.models.checkpoints import load_encoder
 from compress.students import TinyBertOptions, build_tinybert, tinybert_config
-from helpers import make_tiny_teacher
+from compress.students.tinybert.general import GeneralDistillConfig, general_distillation
 
 
 def test_general_distillation_trains_caches_and_initialises_tinybert(tmp_path, monkeypatch):

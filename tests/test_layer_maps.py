@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import tiny_config
 
 from compress.distill.layer_maps import LAYER_MAP_KINDS, LayerMap, teacher_blocks, teacher_layers
 from compress.students import distilbert_config
-from helpers import tiny_config
 
 
 def test_uniform_is_tinyberts_g_of_m():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import padded_batch, tiny_config
 
 from compress.distill.losses import (
     LOSSES,
@@ -25,7 +26,6 @@ from compress.distill.losses import (
 )
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
-from helpers import padded_batch, tiny_config
 
 MASK = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])  # lengths 4, 2, 1
 

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from helpers import padded_batch, tiny_config
 
 from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
@@ -13,7 +14,6 @@ from compress.distill.recipe import LossTerm, Recipe, Stage
 from compress.distill.recipes import albert_recipe, distilbert_recipe, tinybert_recipe
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
-from helpers import padded_batch, tiny_config
 
 ALL_TERMS = [LossTerm("kd_kl", 1.0, {"temperature": 2.0, "scale_by_t2": True}), LossTerm("soft_ce"),
              LossTerm("embedding_mse"), LossTerm("hidden_mse"), LossTerm("attention_mse"),

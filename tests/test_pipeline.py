@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from compress.compare import plan_runs
 from compress.errors import CompressError
 from compress.methods.pipeline import Pipeline, Step, check, parse, split_list
+from compress.runs.compare import plan_runs
 
 
 @pytest.mark.parametrize("text", [

@@ -8,15 +8,15 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import padded_batch, tiny_config
 
 from compress.errors import CompressError
+from compress.methods._quantization import quant_format
 from compress.models.encoder import Encoder
 from compress.quantize import artefacts, onnx_backend, torch_backend
-from compress.methods._quantization import quant_format
 from compress.quantize.artefacts import artefact_bytes, load_artefact, write_artefact
 from compress.quantize.predictors import TorchPredictor, ort_session
-from compress.quantize.run import usable_backends
-from helpers import padded_batch, tiny_config
+from compress.runs.quantization import usable_backends
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import json
 
 import pytest
 import torch
+from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 from transformers import AutoModelForSequenceClassification
 
 from compress.models.checkpoints import load_encoder
-from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 
 COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
           "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8")
@@ -154,7 +154,7 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
 
     # The headline accuracy scores one sentence at a time; the batched figure is kept beside it.
     from compress.quantize.artefacts import load_artefact
-    from compress.quantize.run import run_source
+    from compress.runs.quantization import run_source
 
     data = run_source(out).data
     model = load_artefact(chained / "model", threads=1)
@@ -178,11 +178,11 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
 
 def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch):
     """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses."""
-    from compress import runner
     from compress.methods import tinybert
-    from compress.run_config import RunConfig
-    from compress.distill.training import TrainConfig
+    from compress.runs import pipeline as runner
+    from compress.runs.config import RunConfig
     from compress.teachers.finetune import FinetuneConfig
+    from compress.training import TrainConfig
 
     seen = []
 

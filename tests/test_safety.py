@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.errors import CompressError
 from compress.paths import atomic_dir, locked
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
 
 def _one_line(stderr: str) -> str:
@@ -84,7 +84,7 @@ def test_the_console_script_itself_exits_2_on_a_usage_error(tmp_path):
 @pytest.mark.parametrize("values", [{"lr": -1.0}, {"lr": 0.0}, {"epochs": 0}, {"patience": 0}, {"batch_size": -2},
                                     {"threads": 0}])
 def test_a_value_that_cannot_be_right_is_refused_not_replaced(values):
-    from compress.run_config import RunConfig
+    from compress.runs.config import RunConfig
 
     with pytest.raises(CompressError, match="must be (a )?positive"):
         RunConfig(method="albert", **values)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
+from helpers import padded_batch, tiny_config
 
 from compress.models.encoder import Encoder
 from compress.students import AlbertOptions, TinyBertOptions, build_albert, build_tinybert
 from compress.students.init import factorize_embeddings
-from helpers import padded_batch, tiny_config
 
 
 def _teacher() -> Encoder:

@@ -51,8 +51,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
     """Train a student (albert, distilbert, tinybert) or transform a model (int8, static-int8, bf16, fp16, onnx),
     or both in a pipeline (distilbert+int8, or --then int8), evaluate against the fine-tuned teacher, and write
     a run directory per step."""
-    from compress.runner import RunConfig
-    from compress.runner import run as run_method
+    from compress.runs.config import RunConfig
+    from compress.runs.pipeline import run as run_method
 
     options: dict[str, Any] = {}
     for name, (_, kind, default, _) in method_flags().items():

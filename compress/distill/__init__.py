@@ -1,6 +1,8 @@
-"""Distillation: loss functions (pure, registered by name) and layer maps (config values).
+"""Distillation: loss functions (pure, registered by name), layer maps (config values), recipes, the
+objective that feeds a recipe's losses, and the teacher-logit cache.
 
-The training loop, recipes and augmentation live in their own modules of this package; this
+The training loop is :mod:`compress.training` (shared with teacher fine-tuning); TinyBERT's general
+distillation and augmentation live with TinyBERT (:mod:`compress.students.tinybert`). This
 ``__init__`` only re-exports the losses and layer maps, so importing it stays cheap.
 """
 

@@ -18,7 +18,7 @@ from torch import nn
 from compress.distill.layer_maps import LayerMap, teacher_layers
 from compress.distill.losses import LOSSES, make_projection
 from compress.distill.recipe import LossTerm, Stage
-from compress.distill.training import Batch, model_inputs, to_device
+from compress.training import Batch, model_inputs, to_device
 from compress.errors import CompressError
 from compress.models.encoder import Encoder, EncoderOutput
 

@@ -3,7 +3,7 @@
 A method is one module of this package that calls :func:`register` with a :class:`StudentMethod`
 (trains a new encoder from a teacher) or a :class:`Transform` (takes a model and returns a changed
 one). Modules are found, not listed: every module of ``compress.methods`` is imported the first time
-the registry is asked, so adding a method is adding its module. The runner, ``compare``, ``explain``,
+the registry is asked, so adding a method is adding its module. The runs (:mod:`compress.runs`), ``compare``, ``explain``,
 the reports and the CLI ask the registry; none of them names a method.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from compress.distill.recipe import Recipe
     from compress.models.config import EncoderConfig
     from compress.models.encoder import Encoder
-    from compress.run_config import RunConfig, RunResult
+    from compress.runs.config import RunConfig, RunResult
 
 # The keys a method's ``why`` sentence may use, filled from a run's ratios (teacher / student).
 WHY_KEYS = ("params", "flops", "flops_share", "size")

@@ -3,7 +3,7 @@ prediction-layer distillation, optionally after general distillation on raw text
 augmentation.
 
 Engines: :mod:`compress.students.tinybert`, :func:`compress.distill.recipes.tinybert_recipe`,
-:mod:`compress.distill.general` and :mod:`compress.distill.augment`.
+:mod:`compress.students.tinybert.general` and :mod:`compress.students.tinybert.augment`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from compress.data.batching import TokenizedTask
-from compress.distill.augment import AugmentConfig, augmented_train_split
-from compress.distill.general import general_distillation
+from compress.students.tinybert.augment import AugmentConfig, augmented_train_split
+from compress.students.tinybert.general import general_distillation
 from compress.distill.recipes import tinybert_recipe
 from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from compress.bench.inputs import INPUT_NAMES
-from compress.distill.training import Metrics, classification_metrics
+from compress.training import Metrics, classification_metrics
 
 
 class Predictor(Protocol):

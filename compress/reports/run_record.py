@@ -31,7 +31,7 @@ from typing import Any
 
 from compress.bench.machine import manifest
 from compress.data.task import TaskData
-from compress.distill.training import Metrics
+from compress.training import Metrics
 from compress.errors import CompressError
 from compress.methods.registry import get_method
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence

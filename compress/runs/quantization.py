@@ -54,7 +54,7 @@ from compress.reports.run_record import (
     teacher_entry,
     write_run_record,
 )
-from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
+from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 

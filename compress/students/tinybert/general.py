@@ -25,12 +25,12 @@ from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Stage
 from compress.distill.recipes import tinybert_recipe
-from compress.distill.training import TrainConfig, seed_everything, train_stage
 from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
+from compress.training import TrainConfig, seed_everything, train_stage
 
 # General distillation distils what TinyBERT's intermediate stage does: embeddings, hidden states, attention.
 GENERAL_TERMS = tuple(tinybert_recipe().stages[0].terms)

@@ -43,8 +43,8 @@ from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import SCHEMA_VERSION, write_comparison
 from compress.reports.run_record import chain_of, explanation, read_metrics
-from compress.run_config import RunConfig
-from compress.runner import run
+from compress.runs.config import RunConfig
+from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, teacher_config
 

@@ -2,12 +2,14 @@
 
 Defaults are the paper's TinyBERT-4: 4 layers, hidden 312, 12 heads, FFN 1200. The student starts
 from random weights, or from a general-distillation checkpoint (distilled on raw text).
+
+What only TinyBERT uses lives beside it: :mod:`.general` (general distillation on a raw-text
+corpus, cached) and :mod:`.augment` (the paper's data augmentation, cached).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from compress.errors import CompressError

@@ -1,13 +1,12 @@
-"""`compress run METHOD[+TRANSFORM...]`: fine-tune (or reuse) the teacher, build and train the student,
-evaluate both on the test split, and write a run directory; then each later step of the pipeline
-(a transform, e.g. quantization) on the step before.
+"""One student method's run: fine-tune (or reuse) the teacher, build and train the student, evaluate
+both on the test split, and write a run directory.
 
 Run directory (written to a temporary sibling and renamed when complete, so an interrupted run
 leaves nothing behind):
 
     config.json    everything needed to run it again (RunConfig + the recipe it ran)
     student/       the student: transformers BERT/ALBERT layout when the shape allows, else compress format
-    metrics.json   teacher and student parameters, size, FLOPs, accuracy, macro-F1, retention
+    metrics.json   teacher and student parameters, size, FLOPs, accuracy, macro-F1, retention, the chain
     log.jsonl      the losses of every step and the dev metrics of every epoch
     report.md      the same, for people
 """
@@ -15,8 +14,7 @@ leaves nothing behind):
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,26 +29,18 @@ from compress.distill.layer_maps import parse_layer_map, teacher_layers
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
-from compress.distill.training import TrainConfig, evaluate, seed_everything, train_stage
 from compress.errors import CompressError
-from compress.methods.pipeline import Step, check, parse
-from compress.methods.registry import (
-    Method,
-    Preparation,
-    StudentMethod,
-    all_methods,
-    flag_for,
-    get_method,
-    option_fields,
-)
+from compress.methods.pipeline import Step
+from compress.methods.registry import Preparation, StudentMethod, get_method
 from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
 from compress.quantize.predictors import TorchPredictor
 from compress.reports.run_record import chain_step, run_metrics, write_run_record
-from compress.run_config import RunConfig, RunResult, claimed, out_dir, run_task
+from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
+from compress.training import TrainConfig, evaluate, seed_everything, train_stage
 
 
 def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
@@ -65,113 +55,12 @@ def _stage_config(stage: Stage, config: RunConfig) -> TrainConfig:
                        patience=config.patience, metric="loss" if stage.select_on == "loss" else "accuracy")
 
 
-@dataclass
-class PlannedStep:
-    """One step of a pipeline, checked: its method, its options, and the config it runs with."""
-
-    method: Method
-    options: Any
-    config: RunConfig
-
-
-def plan(config: RunConfig) -> list[PlannedStep]:
-    """The steps ``config`` asks for (its method or pipeline, then ``then``), with every option placed on
-    the step that takes it; bad steps, orders and options fail here, in one sentence, before any work."""
-    pipeline = parse(config.method)
-    for more in config.then:
-        pipeline += parse(more)
-    methods = check(pipeline)
-    given = [dict(step.options) for step in pipeline.steps]
-    _place(config.options, methods, given)
-    if methods[0].kind == "student" and config.target != "teacher":
-        raise _for_transforms([], methods)
-    steps = []
-    for i, (method, values) in enumerate(zip(methods, given)):
-        values = method.option_values(values)
-        if i == 0:
-            step = replace(config, method=method.name, options=values, then=[])
-        else:  # what the first step trains with is not a later step's; its input is the step before
-            step = replace(config, method=method.name, options=values, then=[], epochs=None, lr=None,
-                           layer_map=None, patience=None, target="teacher", out=None)
-        steps.append(PlannedStep(method, method.options(**values), step))
-    return steps
-
-
-def _place(options: dict[str, Any], methods: list[Method], given: list[dict[str, Any]]) -> None:
-    """Give each option (a flag or --set) to the one step whose method takes it."""
-    unplaced = []
-    for key, value in options.items():
-        takers = [i for i, m in enumerate(methods) if key in option_fields(m.options)]
-        if not takers:
-            unplaced.append(key)
-        elif len(takers) > 1:
-            names = " and ".join(methods[i].name for i in takers)
-            raise CompressError(f"{flag_for(key)} applies to {names}; give it inside the pipeline instead, "
-                                f"as {methods[takers[0]].name}[{key}=...].")
-        elif key in given[takers[0]]:
-            raise CompressError(f"{flag_for(key)} is given twice to {methods[takers[0]].name}: as a flag and "
-                                "inside the pipeline.")
-        else:
-            given[takers[0]][key] = value
-    if not unplaced:
-        return
-    takers = [m for m in all_methods() if any(k in option_fields(m.options) for k in unplaced)]
-    steps = "+".join(m.name for m in methods)
-    if takers and all(m.kind == "transform" for m in takers) and all(m.kind == "student" for m in methods):
-        raise _for_transforms(unplaced, methods)
-    if takers and all(m.kind == "student" for m in takers) and all(m.kind == "transform" for m in methods):
-        raise CompressError(f"{steps} trains nothing: student options ({', '.join(map(flag_for, unplaced))}), "
-                            "--epochs, --lr, --layer-map and --patience do not apply.")
-    known = sorted({f for m in methods for f in option_fields(m.options)})
-    raise CompressError(f"{', '.join(map(flag_for, unplaced))} do(es) not apply to {steps}; "
-                        f"it takes {', '.join(known) or 'no options'}.")
-
-
-def _for_transforms(keys: list[str], methods: list[Method]) -> CompressError:
-    """The error for --target or a transform's options given to a pipeline of students only."""
-    transforms = [m for m in all_methods("transform") if not keys or set(keys) & set(option_fields(m.options))]
-    flags = ["--target", *map(flag_for, keys)]
-    families = " or ".join(dict.fromkeys(m.family for m in transforms))
-    return CompressError(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for {families} "
-                         f"({', '.join(m.name for m in transforms)}); {methods[0].name} trains a student (add "
-                         f"--then {transforms[0].name} to apply one to it afterwards).")
-
-
-def run(config: RunConfig, show_progress: bool = True) -> RunResult:
-    """Carry out one run, or every step of a pipeline: each step writes its own run directory (the
-    later ones named after the one before, plus their method: OUT, OUT-int8) recording its parent.
-    Every step is checked before the first one does any work."""
-    steps = plan(config)
-    pipeline = "+".join(str(Step(s.method.name, s.config.options)) for s in steps) if len(steps) > 1 else None
-    for step in steps:
-        if step.method.kind == "transform":
-            step.method.check(step.config, step.options)  # fail before training, not after
-    with ExitStack() as stack:
-        if config.out:  # every step's directory is claimed before the first step trains
-            name = config.out
-            for step in steps[1:]:
-                name = f"{name}-{step.method.name}"
-                stack.enter_context(claimed(Path(name), config.overwrite))
-        first = steps[0]
-        if first.method.kind == "student":
-            result = distillation_run(first.config, show_progress, pipeline=pipeline)
-        else:
-            result = first.method.run(first.config, first.options, show_progress, pipeline)
-        previous = result
-        for step in steps[1:]:
-            step_config = replace(step.config, target=str(previous.directory),
-                                  out=f"{previous.directory}-{step.method.name}")
-            previous.chained = step.method.run(step_config, step.options, show_progress, pipeline)
-            previous = previous.chained
-    return result
-
-
 def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
     """Train the student of one student method; every check that can fail on bad input happens before
     any training. ``pipeline``, when this run is a pipeline's first step, is recorded in config.json."""
     method = get_method(config.method)
     if method.kind != "student":
-        raise CompressError(f"{method.name} trains no student; run it with compress.runner.run.")
+        raise CompressError(f"{method.name} trains no student; run it with compress.runs.pipeline.run.")
     options = method.make_options(config.options)
     teacher_shape = teacher_config(config.teacher)
     resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
