@@ -10,6 +10,7 @@ from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 from compress.bench.machine import cpu_features
 from compress.quantize.torch_backend import half_available
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS
+from compress.reports.records import Comparison
 from compress.runs.compare import default_methods
 
 # Four layers of 312: the smallest teacher every method's default student fits (TinyBERT-4 is 4 x 312).
@@ -33,6 +34,7 @@ def compared(tmp_path_factory):
 def test_comparison_has_every_method_with_every_field(compared):
     data = json.loads((compared["out"] / "comparison.json").read_text())
     assert data == compared["first"]
+    assert Comparison.from_dict(data).to_dict() == data   # the typed record round-trips through JSON
     assert [m["method"] for m in data["methods"]] == default_methods()
     teacher = data["teacher"]
     for m in data["methods"]:

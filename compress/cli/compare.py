@@ -33,9 +33,9 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
+    from compress.methods.pipeline import split_list
     from compress.runs.compare import CompareConfig
     from compress.runs.compare import compare as run_compare
-    from compress.methods.pipeline import split_list
 
     config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
                            seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,

@@ -16,6 +16,7 @@ from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.errors import CompressError
 from compress.methods.registry import all_methods, default_of, field_type, flag_of, names
+from compress.reports.records import RunRecord
 from compress.reports.run_record import batched_change
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -80,11 +81,11 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         print_json(_printed(result))
         return
     for r in result.steps():
-        _summary(r.metrics, r.directory)
+        _summary(r.record, r.directory)
 
 
 def _printed(result) -> dict[str, Any]:
-    printed = {**result.metrics, "directory": str(result.directory)}
+    printed = {**result.record.to_dict(), "directory": str(result.directory)}
     if result.chained:
         printed["chained"] = _printed(result.chained)
     return printed
@@ -147,18 +148,18 @@ def _make_run():
 run = _make_run()
 
 
-def _summary(m: dict, directory) -> None:
-    t, s = m["teacher"], m["student"]
-    what = f"{s['dtype']} on {s['backend']}" if "quantization" in m else f"{s['params'] / 1e6:.1f}M params"
+def _summary(record: RunRecord, directory) -> None:
+    t, s = record.teacher, record.student
+    what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(
-        f"[bold]{m['method']}[/]: teacher {t['params'] / 1e6:.1f}M params, {t['size_bytes'] / 1e6:.1f} MB, test "
-        f"accuracy {t['accuracy']:.4f}; student {what}, {s['size_bytes'] / 1e6:.1f} MB "
-        f"({m['ratios']['size_bytes']:.2f}x smaller), test accuracy {s['accuracy']:.4f}; "
-        f"retention [bold]{m['retention']:.1%}[/]"
+        f"[bold]{record.method}[/]: teacher {t.params / 1e6:.1f}M params, {t.size_bytes / 1e6:.1f} MB, test "
+        f"accuracy {t.accuracy:.4f}; student {what}, {s.size_bytes / 1e6:.1f} MB "
+        f"({record.ratios['size_bytes']:.2f}x smaller), test accuracy {s.accuracy:.4f}; "
+        f"retention [bold]{record.retention:.1%}[/]"
     )
-    if "quantization" in m:
-        q = m["quantization"]
-        chosen = m["speed"]["student"]
+    if record.quantization is not None:
+        q = record.quantization
+        chosen = record.speed["student"]
         console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q['fp32_speed']['latency_ms_p50']:.1f}"
                       f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
                       f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32{batched_change(q)}")

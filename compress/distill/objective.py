@@ -18,9 +18,9 @@ from torch import nn
 from compress.distill.layer_maps import LayerMap, teacher_layers
 from compress.distill.losses import LOSSES, make_projection
 from compress.distill.recipe import LossTerm, Stage
-from compress.training import Batch, model_inputs, to_device
 from compress.errors import CompressError
 from compress.models.encoder import Encoder, EncoderOutput
+from compress.training import Batch, model_inputs, to_device
 
 _PROJECTED = {"embeddings": "embedding", "hidden_states": "hidden"}
 

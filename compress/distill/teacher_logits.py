@@ -21,9 +21,9 @@ from safetensors.torch import load_file, save_file
 
 from compress.cache import cached, unreadable
 from compress.data.batching import DynamicPaddingCollator, TokenizedTask
-from compress.training import predict
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file, cache_dir
+from compress.training import predict
 
 LOGITS = "logits.safetensors"
 

@@ -14,8 +14,8 @@ from compress.errors import CompressError
 from compress.methods.registry import Transform, all_methods, register
 from compress.models.config import EncoderConfig
 from compress.quantize.artefacts import QuantMethod
-from compress.runs.quantization import check_quantization, quantize_run
 from compress.reports.footprint import footprint, side_by_side
+from compress.runs.quantization import check_quantization, quantize_run
 
 
 @dataclass

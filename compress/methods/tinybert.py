@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from compress.data.batching import TokenizedTask
-from compress.students.tinybert.augment import AugmentConfig, augmented_train_split
-from compress.students.tinybert.general import general_distillation
 from compress.distill.recipes import tinybert_recipe
 from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig
 from compress.reports.footprint import footprint, side_by_side
 from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
+from compress.students.tinybert.augment import AugmentConfig, augmented_train_split
+from compress.students.tinybert.general import general_distillation
 from compress.teachers.registry import resolve_teacher_dir
 
 WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "

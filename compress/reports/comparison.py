@@ -1,19 +1,10 @@
 """The side-by-side comparison of methods: ``comparison.json`` rendered to markdown, HTML and PNGs.
 
-comparison.json, schema version 2 (version 1, without pipelines, is still read)::
-
-    schema_version, created, seq_len, threads
-    dataset   {name, fingerprint, sizes {train, dev, test}}
-    accuracy_standard_error   one standard error of the teacher's test accuracy (a fraction): accuracy
-              differences within it are ties on the Pareto front
-    manifest  free-form machine and package information (``cpu.model`` is shown when present)
-    teacher   {name, params, size_bytes, flops, accuracy, macro_f1, latency_ms_p50, latency_ms_p90,
-               throughput, peak_memory_bytes, params_by_component}
-    methods   [{method, label, run_dir, kind, explanation, backend, dtype, retention, speedup,
-                steps (the method names of the runs from a pipeline's first step to this one),
-                note (why this CPU runs it badly, or null), ...the teacher's numeric fields}]
-
-Any numeric field may be null (not measured); it shows as "–" and is left out of the plots.
+comparison.json is a :class:`~compress.reports.records.Comparison` (schema version 2; version 1,
+without pipelines, is still rendered). This module reads it as JSON, not through the dataclass,
+because a comparison may be edited by hand or come from an older compress: any field beyond the
+required ones may be missing, and any numeric field may be null (not measured); it shows as "–"
+and is left out of the plots.
 The HTML page is self-contained: inline CSS, plots embedded as data URIs, no script, no URL.
 """
 
@@ -33,9 +24,8 @@ from typing import Any
 from compress.errors import CompressError
 from compress.paths import as_ordinary_file, atomic_write_text
 from compress.reports.plots import number, pareto_front, pipelines, render_plots, steps_stem
+from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
 REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
                           "throughput", "speedup")
 MISSING = "–"
@@ -80,11 +70,11 @@ def validate_comparison(data: dict[str, Any]) -> None:
     if not isinstance(data, dict):
         raise CompressError("The comparison is not a JSON object; expected a dict with schema_version and methods.")
     if "schema_version" not in data:
-        raise CompressError(f"The comparison has no schema_version; expected schema_version {SCHEMA_VERSION}.")
+        raise CompressError(f"The comparison has no schema_version; expected schema_version {COMPARISON_SCHEMA}.")
     version = data["schema_version"]
-    if version not in READABLE_VERSIONS or isinstance(version, bool):
+    if version not in READABLE_COMPARISON_SCHEMAS or isinstance(version, bool):
         raise CompressError(f"The comparison has schema_version {version!r}, but this version of compress "
-                            f"reads schema_version {' or '.join(map(str, READABLE_VERSIONS))}; run "
+                            f"reads schema_version {' or '.join(map(str, READABLE_COMPARISON_SCHEMAS))}; run "
                             "`compress compare` again.")
     methods = data.get("methods")
     if not isinstance(methods, list) or not methods:

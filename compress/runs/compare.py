@@ -41,8 +41,17 @@ from compress.models.config import EncoderConfig
 from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
-from compress.reports.comparison import SCHEMA_VERSION, write_comparison
-from compress.reports.run_record import chain_of, explanation, read_metrics
+from compress.reports.comparison import write_comparison
+from compress.reports.run_record import explanation
+from compress.reports.records import (
+    ChainStep,
+    Comparison,
+    ComparedModel,
+    ComparedTeacher,
+    DatasetRecord,
+    RunRecord,
+    read_run_record,
+)
 from compress.runs.config import RunConfig
 from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
@@ -123,22 +132,22 @@ def _config_key(run: dict[str, Any]) -> str:
 
 
 def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
-                  parent_chain: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """The metrics of a complete run in ``directory`` made with ``config`` on the same data split (and,
+                  parent_chain: list[ChainStep] | None = None) -> RunRecord | None:
+    """The record of a complete run in ``directory`` made with ``config`` on the same data split (and,
     for a later step of a pipeline, from the parent run as it is now: ``parent_chain``), or None."""
     try:
         recorded = json.loads((directory / "config.json").read_text())["run"]
-        metrics = read_metrics(directory)
+        record = read_run_record(directory)
     except (OSError, ValueError, KeyError, CompressError):
         return None
     same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
-    if parent_chain is not None and chain_of(metrics, directory)[:-1] != parent_chain:
+    if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
-    return metrics if same and metrics["dataset"]["fingerprint"] == split_fingerprint else None
+    return record if same and record.dataset.fingerprint == split_fingerprint else None
 
 
-def _predictor(metrics: dict[str, Any], run_dir: Path, threads: int) -> Predictor:
-    if metrics["kind"] == "quantization":
+def _predictor(record: RunRecord, run_dir: Path, threads: int) -> Predictor:
+    if record.quantized:
         return load_artefact(run_dir / "model", threads)
     return TorchPredictor(load_encoder(run_dir / "student").model)
 
@@ -170,50 +179,51 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 
-    runs: dict[str, tuple[Path, dict[str, Any]]] = {}
+    runs: dict[str, tuple[Path, RunRecord]] = {}
     reused = []
     for step in planned:
         run_dir = out / "runs" / step.name
-        parent_dir, parent_metrics = runs[step.parent] if step.parent else (None, None)
+        parent_dir, parent = runs[step.parent] if step.parent else (None, None)
         run_config = _run_config(config, step, run_dir, str(parent_dir) if parent_dir else "teacher")
-        parent_chain = chain_of(parent_metrics, parent_dir) if parent_dir else None
-        metrics = completed_run(run_dir, run_config, task.fingerprint, parent_chain)
-        if metrics is None:
+        record = completed_run(run_dir, run_config, task.fingerprint, parent.chain if parent else None)
+        if record is None:
             say(f"running {step.name}")
-            metrics = run(run_config).metrics
+            record = run(run_config).record
         else:
             reused.append(step.name)
             say(f"reusing {run_dir}")
-        runs[step.name] = (run_dir, metrics)
+        runs[step.name] = (run_dir, record)
 
     seq_len = config.seq_len or speed_seq_len(data)
     say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
     teacher = finetuned.load().model
     predictors = {"teacher": TorchPredictor(teacher)}
-    predictors |= {name: _predictor(metrics, run_dir, threads) for name, (run_dir, metrics) in runs.items()}
+    predictors |= {name: _predictor(record, run_dir, threads) for name, (run_dir, record) in runs.items()}
     speeds = measure_all(predictors, data, seq_len, speed_config)
-    teacher_metrics, teacher_speed = next(iter(runs.values()))[1]["teacher"], speeds["teacher"]
+    teacher_record, teacher_speed = next(iter(runs.values()))[1].teacher, speeds["teacher"]
     by_name = {step.name: step for step in planned}
-    methods = [_entry(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned]
     test_size = len(task.splits["test"])
-    accuracy = teacher_metrics["accuracy"]
-    comparison = {
-        "schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "seq_len": seq_len, "threads": threads, "speed": asdict(speed_config) | {"passes": speeds["teacher"]["passes"]},
-        "dataset": {"name": task.name, "fingerprint": task.fingerprint,
-                    "sizes": {name: len(split) for name, split in task.splits.items()}},
-        # Accuracy differences smaller than this are ties (the Pareto front does not count them).
-        "accuracy_standard_error": math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
-        "manifest": manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
-        "teacher": {"name": config.teacher, **{k: teacher_metrics[k] for k in
-                    ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
-                    "flops": flops_per_sequence(teacher.config, seq_len),
-                    **{k: teacher_speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput",
-                                                       "peak_memory_bytes")}},
-        "methods": methods, "reused": reused,
-    }
-    write_comparison(comparison, out)
-    return out, comparison
+    accuracy = teacher_record.accuracy
+    comparison = Comparison(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
+        speed=asdict(speed_config) | {"passes": teacher_speed["passes"]},
+        dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
+        accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
+        manifest=manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
+        teacher=ComparedTeacher(
+            name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
+            size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_record.macro_f1,
+            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed)),
+        methods=[_compared(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned],
+        reused=reused,
+    )
+    data = comparison.to_dict()
+    write_comparison(data, out)
+    return out, data
+
+
+def _timings(speed: dict[str, Any]) -> dict[str, Any]:
+    return {k: speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput", "peak_memory_bytes")}
 
 
 def _label(step: PlannedRun) -> str:
@@ -221,26 +231,23 @@ def _label(step: PlannedRun) -> str:
     return step.method.label + (f" [{options}]" if options else "")
 
 
-def _entry(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, tuple[Path, dict[str, Any]]],
-           speed: dict[str, Any], teacher_speed: dict[str, Any], seq_len: int) -> dict[str, Any]:
+def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, tuple[Path, RunRecord]],
+              speed: dict[str, Any], teacher_speed: dict[str, Any], seq_len: int) -> ComparedModel:
     """The comparison's row for one run: its model, its speed measured here, and the steps that made it."""
-    run_dir, metrics = runs[step.name]
-    student = metrics["student"]
+    run_dir, record = runs[step.name]
+    student = record.student
     labels = [_label(planned[name]) for name in step.steps]
-    sentences = [explanation(planned[name].method.name, runs[name][1]["ratios"]) for name in step.steps]
-    note = (metrics.get("quantization") or {}).get("note")
-    return {
-        "method": step.name, "label": " → ".join(labels), "run_dir": str(run_dir),
-        "kind": "pipeline" if len(step.steps) > 1 else metrics["kind"], "steps": list(step.steps),
-        "backend": student.get("backend", "torch"), "dtype": student.get("dtype", "fp32"),
-        **{k: student[k] for k in ("params", "params_by_component", "size_bytes", "accuracy", "macro_f1")},
-        "flops": flops_per_sequence(EncoderConfig.from_dict(student["config"]), seq_len),
-        "retention": metrics["retention"], "latency_ms_p50": speed["latency_ms_p50"],
-        "latency_ms_p90": speed["latency_ms_p90"], "throughput": speed["throughput"],
-        "peak_memory_bytes": speed["peak_memory_bytes"],
-        "speedup": teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
-        "throughput_speedup": speed["throughput"] / teacher_speed["throughput"],
-        "explanation": sentences[0] if len(sentences) == 1 else
+    sentences = [explanation(planned[name].method.name, runs[name][1].ratios) for name in step.steps]
+    return ComparedModel(
+        method=step.name, label=" → ".join(labels), run_dir=str(run_dir),
+        kind="pipeline" if len(step.steps) > 1 else record.kind, steps=list(step.steps),
+        backend=student.backend or "torch", dtype=student.dtype or "fp32", params=student.params,
+        params_by_component=student.params_by_component, size_bytes=student.size_bytes, accuracy=student.accuracy,
+        macro_f1=student.macro_f1, flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
+        retention=record.retention, **_timings(speed),
+        speedup=teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
+        throughput_speedup=speed["throughput"] / teacher_speed["throughput"],
+        explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
-        "note": note,
-    }
+        note=(record.quantization or {}).get("note"),
+    )

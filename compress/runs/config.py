@@ -14,6 +14,7 @@ from compress.data.load import load_task
 from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.paths import locked, notice
+from compress.reports.records import RunRecord
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -63,7 +64,7 @@ class RunConfig:
 @dataclass
 class RunResult:
     directory: Path
-    metrics: dict[str, Any]
+    record: RunRecord                  # its metrics.json
     chained: RunResult | None = None   # the next step's run, in a pipeline
 
     def steps(self) -> list[RunResult]:

@@ -36,7 +36,7 @@ from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
 from compress.quantize.predictors import TorchPredictor
-from compress.reports.run_record import chain_step, run_metrics, write_run_record
+from compress.reports.run_record import run_metrics, write_run_record
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
@@ -102,21 +102,19 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
         speed = _speed(config, data, teacher=teacher.cpu(), student=student)
         layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
                               label_names=task.label_names)
-        metrics = run_metrics(
-            method=method.name, teacher=teacher.cpu(), student=student,
-            student_test=student_test, seq_len=data.max_length, teacher_record=finetuned.record,
+        record = run_metrics(
+            method=method.name, step=str(Step(method.name, config.options)), out=out, teacher=teacher.cpu(),
+            student=student, student_test=student_test, seq_len=data.max_length, teacher_finetuned=finetuned.record,
             teacher_dir=finetuned.directory, student_dir=tmp / "student", layout=layout, stages=stages, task=task,
             seconds=time.perf_counter() - start, speed=speed,
         )
-        metrics["chain"] = [chain_step(str(Step(method.name, config.options)), out, metrics["student"],
-                                       speed["student"])]
         full_config = {"run": asdict(config), "recipe": recipe.to_dict(), "options": asdict(options),
                        "teacher_dir": str(finetuned.directory), "teacher_config": teacher.config.to_dict(),
                        "max_length": data.max_length}
         if pipeline:
             full_config["pipeline"] = pipeline
-        write_run_record(tmp, metrics, full_config, seed=config.seed)
-    return RunResult(out, metrics)
+        write_run_record(tmp, record, full_config, seed=config.seed)
+    return RunResult(out, record)
 
 
 def _speed(config: RunConfig, data, **models: Encoder) -> dict[str, dict]:

@@ -45,13 +45,13 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
+from compress.reports.records import ChainStep, ModelRecord, RunRecord, SourceRecord, read_run_record
 from compress.reports.run_record import (
-    SCHEMA_VERSION,
-    chain_of,
-    chain_step,
-    model_entry,
-    read_metrics,
-    teacher_entry,
+    dataset_record,
+    model_record,
+    ratios,
+    retention,
+    teacher_record,
     write_run_record,
 )
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
@@ -72,11 +72,11 @@ class Source:
     task: TaskData
     data: TokenizedTask
     teacher_name: str
-    teacher: dict[str, Any]        # the teacher's metrics entry (retention is measured against it)
-    entry: dict[str, Any]          # the source's own metrics entry
+    teacher: ModelRecord           # the teacher's record (retention is measured against it)
+    entry: ModelRecord             # the source's own record
     parent: str | None             # the run directory quantized, if any
     settings: dict[str, Any]       # teacher, dataset and columns it was made with
-    chain: list[dict[str, Any]]    # the steps that made it (metrics.json's ``chain``; [] for the teacher)
+    chain: list[ChainStep]         # the steps that made it ([] for the teacher)
 
 
 def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
@@ -84,31 +84,30 @@ def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> S
                                  show_progress=show_progress)
     model = finetuned.load().model
     data = tokenized_for(finetuned, task)
-    entry = teacher_entry(model, finetuned.record, data.max_length, finetuned.directory)
+    entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
     settings = {k: getattr(config, k) for k in SETTINGS}
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
 
 
-def parent_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def parent_run(run_dir: Path) -> tuple[dict[str, Any], RunRecord]:
     """The config.json and metrics.json of a distillation run directory to quantize the student of."""
-    metrics = read_metrics(run_dir)
-    if metrics["kind"] != "distillation" or not (run_dir / "student").is_dir():
+    record = read_run_record(run_dir)
+    if record.kind != "distillation" or not (run_dir / "student").is_dir():
         raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a distillation run or 'teacher'.")
-    return json.loads((run_dir / "config.json").read_text()), metrics
+    return json.loads((run_dir / "config.json").read_text()), record
 
 
 def run_source(run_dir: Path) -> Source:
     """The student of a distillation run, with the data exactly as it was trained on."""
-    parent_config, parent_metrics = parent_run(run_dir)
+    parent_config, parent = parent_run(run_dir)
     run = parent_config["run"]
     task = run_task(RunConfig(method=run["method"], **{k: run.get(k) for k in SETTINGS}))
-    if task.fingerprint != parent_metrics["dataset"]["fingerprint"]:
+    if task.fingerprint != parent.dataset.fingerprint:
         raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
     student_dir = run_dir / "student"
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent_metrics["teacher"], parent_metrics["student"], str(run_dir), {k: run.get(k) for k in SETTINGS},
-                  chain_of(parent_metrics, run_dir))
+                  parent.teacher, parent.student, str(run_dir), {k: run.get(k) for k in SETTINGS}, parent.chain)
 
 
 def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
@@ -205,9 +204,9 @@ def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Sour
         batched_logits, _ = predict_batches(quantized, test_batches(BATCHED))
 
         test = metrics_of(logits, labels)
-        student = model_entry(source.model, test, source.data.max_length, artefact_bytes(model_dir))
-        student |= {"layout": f"{chosen}-{method.dtype}", "backend": chosen, "dtype": method.dtype,
-                    "config": source.model.config.to_dict()}
+        student = model_record(source.model, test, source.data.max_length, artefact_bytes(model_dir),
+                               layout=f"{chosen}-{method.dtype}", backend=chosen, dtype=method.dtype,
+                               config=source.model.config.to_dict())
         teacher = source.teacher
         quantization = {
             "backend": chosen, "dtype": method.dtype,
@@ -222,28 +221,24 @@ def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Sour
             "note": note,
         }
         quantization["accuracy_drop_points"] = 100 * (quantization["fp32_accuracy"] - test.accuracy)
-        metrics = {
-            "schema_version": SCHEMA_VERSION, "method": method.name, "kind": "quantization",
-            "seconds": round(time.perf_counter() - start, 1), "seq_len": source.data.max_length,
-            "dataset": {"name": source.task.name, "fingerprint": source.task.fingerprint,
-                        "label_names": source.task.label_names,
-                        "sizes": {name: len(split) for name, split in source.task.splits.items()}},
-            "teacher": teacher, "student": student,
-            "source": {"kind": source.kind, "path": str(source.directory), "parent": source.parent,
-                       **{k: source.entry[k] for k in ("params", "size_bytes", "accuracy", "macro_f1")}},
-            "retention": student["accuracy"] / teacher["accuracy"] if teacher["accuracy"] else 0.0,
-            "ratios": {k: teacher[k] / student[k] for k in ("params", "flops", "size_bytes")},
-            "quantization": quantization, "stages": [],
-            "chain": [*source.chain, chain_step(str(Step(method.name, config.options)), out, student, student_speed)],
-            "speed": {"source": fp32_speed, "student": student_speed}
+        entry = source.entry
+        record = RunRecord(
+            method=method.name, kind="quantization", seconds=round(time.perf_counter() - start, 1),
+            seq_len=source.data.max_length, dataset=dataset_record(source.task), teacher=teacher, student=student,
+            source=SourceRecord(source.kind, str(source.directory), source.parent, entry.params, entry.size_bytes,
+                                entry.accuracy, entry.macro_f1),
+            retention=retention(teacher, student), ratios=ratios(teacher, student), quantization=quantization,
+            stages=[], chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student,
+                                                          student_speed)],
+            speed={"source": fp32_speed, "student": student_speed}
             | ({"teacher": fp32_speed} if source.kind == "teacher" else {}),
-        }
-        full_config = {"run": asdict(config), "source": metrics["source"], "parent": source.parent,
+        )
+        full_config = {"run": asdict(config), "source": asdict(record.source), "parent": source.parent,
                        "teacher": source.teacher_name, "max_length": source.data.max_length}
         if pipeline:
             full_config["pipeline"] = pipeline
-        write_run_record(tmp, metrics, full_config, seed=config.seed)
-    return RunResult(out, metrics)
+        write_run_record(tmp, record, full_config, seed=config.seed)
+    return RunResult(out, record)
 
 
 # Quantized models are scored one test sentence at a time, as a service answering requests runs them,

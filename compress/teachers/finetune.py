@@ -20,11 +20,11 @@ from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
 from compress.device import resolve_device
-from compress.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
 from compress.paths import atomic_dir, cache_dir
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
+from compress.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
 
 RECORD = "record.json"
 CACHE_VERSION = 2  # 2: entries carry checksums.json (compress.cache)

@@ -1,0 +1,262 @@
+"""The records runs write and reports read, as dataclasses: one place for the shape of ``metrics.json``
+and ``comparison.json`` and their schema versions.
+
+metrics.json, schema version 3 (version 2, without ``chain``, is still read)::
+
+    schema_version, method, kind ("distillation" or "quantization"), seconds, seq_len
+    dataset   DatasetRecord {name, fingerprint, sizes {train, dev, test}, label_names}
+    teacher   ModelRecord {params, classifier_params, params_by_component, flops, size_bytes, accuracy,
+              macro_f1, dev_accuracy}
+    student   ModelRecord, with layout and config (quantization runs: backend and dtype too)
+    retention student accuracy / teacher accuracy
+    ratios    teacher / student for params, flops, size_bytes
+    stages    per training stage: best epoch, best dev metrics, seconds ([] for quantization)
+    speed     {teacher?, student, source?}: each a compress.bench.speed measurement (latency_ms_p50,
+              latency_ms_p90 at batch 1, throughput at batch 32, peak_memory_bytes, seq_len, threads)
+    chain     [ChainStep]: every step of the pipeline that made this model, first to last, this run
+              included, each as its own run measured it (a run made by one method has one step)
+    source, quantization   (quantization runs) what was quantized; backend, CPU features, measurements
+
+``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
+is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
+
+comparison.json, schema version 2 (version 1, without pipelines, is still rendered): a
+:class:`Comparison`; its fields are described there and in :mod:`compress.reports.comparison`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from compress.errors import CompressError
+
+RUN_SCHEMA = 3
+READABLE_RUN_SCHEMAS = (2, 3)
+COMPARISON_SCHEMA = 2
+READABLE_COMPARISON_SCHEMAS = (1, 2)
+
+Measurement = dict[str, Any]   # one compress.bench.speed measurement
+
+
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of ``cls`` (a newer writer's extra keys are ignored)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass
+class ModelRecord:
+    """One model's size and quality: the teacher, a student, or a quantized model."""
+
+    params: int
+    classifier_params: int
+    params_by_component: dict[str, int]
+    flops: int
+    size_bytes: int
+    accuracy: float
+    macro_f1: float
+    dev_accuracy: float | None = None          # the teacher's, from its fine-tuning
+    layout: str | None = None                  # how the model is saved (bert, albert, onnxruntime-int8, ...)
+    config: dict[str, Any] | None = None       # its EncoderConfig
+    backend: str | None = None                 # quantized models: the runtime that runs it
+    dtype: str | None = None                   # quantized models: the number format
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none(asdict(self))
+
+
+@dataclass
+class DatasetRecord:
+    name: str
+    fingerprint: str
+    sizes: dict[str, int]
+    label_names: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none(asdict(self))
+
+
+@dataclass
+class ChainStep:
+    """One step of a pipeline as the run that made it measured it."""
+
+    step: str              # the step as written in a pipeline: distilbert, int8[backend=torch]
+    run_dir: str
+    params: int
+    size_bytes: int
+    flops: int
+    accuracy: float
+    macro_f1: float
+    latency_ms_p50: float
+    throughput: float
+
+    @classmethod
+    def of(cls, step: str, run_dir: Path | str, model: ModelRecord, speed: Measurement) -> ChainStep:
+        return cls(step, str(run_dir), model.params, model.size_bytes, model.flops, model.accuracy, model.macro_f1,
+                   speed["latency_ms_p50"], speed["throughput"])
+
+
+@dataclass
+class SourceRecord:
+    """What a transform took: the teacher or an earlier run's model."""
+
+    kind: str              # "teacher" or "run"
+    path: str
+    parent: str | None     # the run directory transformed, if any
+    params: int
+    size_bytes: int
+    accuracy: float
+    macro_f1: float
+
+
+@dataclass
+class RunRecord:
+    """metrics.json: what one run made and measured (see the module docstring)."""
+
+    method: str
+    kind: str
+    seconds: float
+    seq_len: int
+    dataset: DatasetRecord
+    teacher: ModelRecord
+    student: ModelRecord
+    retention: float
+    ratios: dict[str, float]
+    stages: list[dict[str, Any]]
+    speed: dict[str, Measurement]
+    chain: list[ChainStep] = field(default_factory=list)
+    source: SourceRecord | None = None
+    quantization: dict[str, Any] | None = None
+    schema_version: int = RUN_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"schema_version": self.schema_version, **_drop_none(asdict(self))}
+        data |= {"dataset": self.dataset.to_dict(), "teacher": self.teacher.to_dict(),
+                 "student": self.student.to_dict()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], run_dir: Path | str) -> RunRecord:
+        """The record ``data`` holds (schema 2 or 3); one sentence naming what is wrong otherwise."""
+        version = data.get("schema_version")
+        if version not in READABLE_RUN_SCHEMAS:
+            raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
+                                f"{' or '.join(map(str, READABLE_RUN_SCHEMAS))}; run it again.")
+        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "quantization", "schema_version")]
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")
+        try:
+            record = cls(**_known(cls, data) | {
+                "dataset": DatasetRecord(**_known(DatasetRecord, data["dataset"])),
+                "teacher": ModelRecord(**_known(ModelRecord, data["teacher"])),
+                "student": ModelRecord(**_known(ModelRecord, data["student"])),
+                "chain": [ChainStep(**step) for step in data.get("chain", [])],
+                "source": SourceRecord(**data["source"]) if data.get("source") else None,
+            })
+        except TypeError as e:
+            raise CompressError(f"{run_dir}/metrics.json does not have the shape of a run record ({e}); "
+                                "run it again.") from None
+        if not record.chain:  # schema 2: the run alone
+            record.chain = [ChainStep.of(record.method, run_dir, record.student, record.speed["student"])]
+        return record
+
+    @property
+    def quantized(self) -> bool:
+        return self.quantization is not None
+
+
+def read_run_record(run_dir: Path | str) -> RunRecord:
+    """A run directory's metrics.json; one sentence when it is missing, unreadable or of another schema."""
+    try:
+        data = json.loads((Path(run_dir) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        raise CompressError(f"{run_dir} has no readable metrics.json; is it a complete run directory?") from None
+    if not isinstance(data, dict):
+        raise CompressError(f"{run_dir}/metrics.json is not a JSON object; run it again.")
+    return RunRecord.from_dict(data, run_dir)
+
+
+# --- comparison.json ---------------------------------------------------------------------------
+
+
+@dataclass
+class ComparedTeacher:
+    """The teacher's row: its record and its speed, measured in the comparison's process."""
+
+    name: str
+    params: int
+    params_by_component: dict[str, int]
+    size_bytes: int
+    accuracy: float
+    macro_f1: float
+    flops: int
+    latency_ms_p50: float
+    latency_ms_p90: float
+    throughput: float
+    peak_memory_bytes: int
+
+
+@dataclass
+class ComparedModel:
+    """One row of a comparison: a method or a pipeline's step, its model, and its speed measured there."""
+
+    method: str            # the run's name: distilbert, distilbert+int8, albert[sharing=attention]
+    label: str
+    run_dir: str
+    kind: str              # distillation, quantization or pipeline
+    steps: list[str]       # the names of the rows from the pipeline's first step to this one
+    backend: str
+    dtype: str
+    params: int
+    params_by_component: dict[str, int]
+    size_bytes: int
+    accuracy: float
+    macro_f1: float
+    flops: int
+    retention: float
+    latency_ms_p50: float
+    latency_ms_p90: float
+    throughput: float
+    peak_memory_bytes: int
+    speedup: float
+    throughput_speedup: float
+    explanation: str
+    note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
+
+
+@dataclass
+class Comparison:
+    """comparison.json."""
+
+    created: str
+    seq_len: int
+    threads: int
+    speed: dict[str, Any]                 # how speed was measured (SpeedConfig + passes)
+    dataset: DatasetRecord
+    accuracy_standard_error: float        # of the teacher's test accuracy: smaller differences are ties
+    manifest: dict[str, Any]
+    teacher: ComparedTeacher
+    methods: list[ComparedModel]
+    reused: list[str]                     # the runs found complete and not run again
+    schema_version: int = COMPARISON_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version, **asdict(self), "dataset": self.dataset.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        """A comparison.json this version writes (schema 2); the renderer reads older and hand-made ones."""
+        if data.get("schema_version") != COMPARISON_SCHEMA:
+            raise CompressError(f"the comparison has schema version {data.get('schema_version')}, not "
+                                f"{COMPARISON_SCHEMA}; run `compress compare` again.")
+        return cls(**data | {"dataset": DatasetRecord(**data["dataset"]),
+                             "teacher": ComparedTeacher(**data["teacher"]),
+                             "methods": [ComparedModel(**m) for m in data["methods"]]})
