@@ -55,7 +55,7 @@ def _table(comparison: dict) -> Table:
     table = Table(title=f"{t['name']} on {comparison['dataset']['name']}: {comparison['threads']} threads, "
                         f"{comparison['seq_len']} tokens", title_justify="left")
     for name in ("method", "params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
-        table.add_column(name, justify="left" if name == "method" else "right")
+        table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     table.add_row("teacher", f"{t['params'] / 1e6:.1f}M", f"{t['size_bytes'] / 1e6:.1f}", f"{t['accuracy']:.1%}",
                   "", f"{t['latency_ms_p50']:.1f}", "1.00x")
     for m in comparison["methods"]:

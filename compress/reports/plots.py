@@ -127,13 +127,27 @@ def _front_steps(ax: Axes, points: list[dict[str, Any]], tie: float) -> list[Bbo
     return boxes
 
 
-def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float) -> None:
+def _segment_boxes(ax: Axes, segments: list[tuple[tuple[float, float], tuple[float, float]]]) -> list[Bbox]:
+    """Small display-space boxes every few pixels along each segment (a pipeline's arrows), so labels avoid
+    them without avoiding the whole rectangle a slanted arrow spans."""
+    boxes = []
+    for start, end in segments:
+        (x0, y0), (x1, y1) = ax.transData.transform(start), ax.transData.transform(end)
+        steps = max(1, int(math.hypot(x1 - x0, y1 - y0) / 6))
+        for k in range(steps + 1):
+            x, y = x0 + (x1 - x0) * k / steps, y0 + (y1 - y0) * k / steps
+            boxes.append(Bbox.from_extents(x - 3, y - 3, x + 3, y + 3))
+    return boxes
+
+
+def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float,
+                  arrows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
     """Annotate each point with its name beside its bubble, avoiding labels, bubbles and the front."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     fig.set_layout_engine("none")  # freeze the layout so the positions measured here stay true
     inside = ax.get_window_extent(renderer)
-    steps = _front_steps(ax, points, tie)
+    steps = _front_steps(ax, points, tie) + _segment_boxes(ax, arrows)
     scale = fig.dpi / 72
     bubbles = []
     for p, area in zip(points, areas):
@@ -182,11 +196,11 @@ def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float], tie:
 
 
 def _draw_pipelines(ax: Axes, comparison: dict[str, Any], points: list[dict[str, Any]],
-                    areas: list[float]) -> bool:
+                    areas: list[float]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """An arrow from each step of a pipeline to the next (``distilbert`` -> ``distilbert+int8``), from
-    bubble edge to bubble edge; whether any was drawn."""
+    bubble edge to bubble edge; the (start, end) of each arrow drawn."""
     where = {p["name"]: ((p["x"], p["y"]), math.sqrt(area) / 2) for p, area in zip(points, areas)}
-    drawn = False
+    drawn = []
     for m in comparison.get("methods") or []:
         steps = [where.get(name) for name in m.get("steps") or []]
         for start, end in itertools.pairwise(steps):
@@ -194,7 +208,7 @@ def _draw_pipelines(ax: Axes, comparison: dict[str, Any], points: list[dict[str,
                 ax.annotate("", xy=end[0], xytext=start[0], zorder=3.5,
                             arrowprops={"arrowstyle": "-|>", "color": STEP_COLOR, "lw": 1.5,
                                         "shrinkA": start[1] + 1, "shrinkB": end[1] + 2})
-                drawn = True
+                drawn.append((start[0], end[0]))
     return drawn
 
 
@@ -261,14 +275,14 @@ def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
     ax.set_axisbelow(True)
     if points:
         _legends(ax, {p["kind"] for p in points if not p["teacher"]}, any(p["teacher"] for p in points), largest,
-                 arrows, tie)
+                 bool(arrows), tie)
     if missing:
         ax.text(0.0, -0.14, "not plotted (no latency or accuracy measured): " + ", ".join(missing),
                 transform=ax.transAxes, fontsize=8, color="#555555", va="top")
     if points:
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
-        _place_labels(fig, ax, points, areas, tie)
+        _place_labels(fig, ax, points, areas, tie, arrows)
     return _to_png(fig)
 
 
