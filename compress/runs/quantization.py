@@ -90,10 +90,11 @@ def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> S
 
 
 def parent_run(run_dir: Path) -> tuple[dict[str, Any], RunRecord]:
-    """The config.json and metrics.json of a distillation run directory to quantize the student of."""
+    """The config.json and metrics.json of a run directory whose fp32 student is to be quantized (any run
+    that wrote one: a distillation run today, a pruning run next)."""
     record = read_run_record(run_dir)
-    if record.kind != "distillation" or not (run_dir / "student").is_dir():
-        raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a distillation run or 'teacher'.")
+    if record.quantized or not (run_dir / "student").is_dir():
+        raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a run that trained one, or 'teacher'.")
     return json.loads((run_dir / "config.json").read_text()), record
 
 
