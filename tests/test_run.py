@@ -203,16 +203,22 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
 
 
 def test_a_pipeline_name_gives_the_runs_of_then(tiny):
-    out, done = _run(tiny, "distilbert[num_layers=1]+int8[backend=torch]", "--threads", "1", "--json",
-                     out=tiny["root"] / "run-pipeline")
+    # The README's example, at the tiny teacher's size: options inside brackets, for both steps.
+    text = "albert[sharing=attention,embedding_size=8]+int8[backend=torch]"
+    out, done = _run(tiny, text, "--threads", "1", "--json", out=tiny["root"] / "run-pipeline")
     assert done.returncode == 0, done.stderr
     chained = out.parent / f"{out.name}-int8"
     assert json.loads(done.stdout)["chained"]["directory"] == str(chained)
     first, second = (json.loads((d / "config.json").read_text()) for d in (out, chained))
-    assert first["run"]["method"] == "distilbert" and first["run"]["options"] == {"num_layers": 1}
+    assert first["run"]["method"] == "albert"
+    assert first["run"]["options"] == {"sharing": "attention", "embedding_size": 8}
     assert second["parent"] == str(out) and second["run"]["options"] == {"backend": "torch"}
-    assert first["pipeline"] == second["pipeline"] == "distilbert[num_layers=1]+int8[backend=torch]"
-    assert json.loads((chained / "metrics.json").read_text())["quantization"]["backend"] == "torch"
+    assert first["pipeline"] == second["pipeline"] == text
+    metrics = json.loads((chained / "metrics.json").read_text())
+    assert metrics["quantization"]["backend"] == "torch"
+    assert metrics["student"]["config"]["sharing"] == "attention" and metrics["student"]["config"]["embedding_size"] == 8
+    assert [step["step"] for step in metrics["chain"]] == ["albert[sharing=attention,embedding_size=8]",
+                                                           "int8[backend=torch]"]
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
 
     runs/NAME/            one ordinary run directory per method, and one per step of a pipeline:
                           runs/distilbert, then runs/distilbert+int8 (which records its parent)
-    comparison.json       the numbers (schema in compress.reports.comparison)
+    comparison.json       the numbers (a compress.reports.records.Comparison)
     comparison.md/.html   the table, the plots and what each method changed
     *.png                 the plots
 

@@ -4,7 +4,7 @@ Run directory (written atomically, like every run)::
 
     config.json    the RunConfig, the source quantized and the parent run (if any)
     model/         the quantized artefact (see compress.quantize.artefacts) + tokenizer
-    metrics.json   the run record (schema of compress.reports.run_record) + a ``quantization`` block:
+    metrics.json   the run record (compress.reports.records.RunRecord) with a ``quantization`` block:
                    backend, dtype, CPU features, every backend measured, logit difference to fp32
     report.md      the same, for people
 
