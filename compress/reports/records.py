@@ -187,11 +187,11 @@ def read_run_record(run_dir: Path | str) -> RunRecord:
 # --- comparison.json ---------------------------------------------------------------------------
 
 
-@dataclass
-class ComparedTeacher:
-    """The teacher's row: its record and its speed, measured in the comparison's process."""
+@dataclass(kw_only=True)
+class ComparedMeasures:
+    """What a comparison shows of every model, the teacher included: its record, and its speed measured
+    in the comparison's process."""
 
-    name: str
     params: int
     params_by_component: dict[str, int]
     size_bytes: int
@@ -204,9 +204,14 @@ class ComparedTeacher:
     peak_memory_bytes: int
 
 
-@dataclass
-class ComparedModel:
-    """One row of a comparison: a method or a pipeline's step, its model, and its speed measured there."""
+@dataclass(kw_only=True)
+class ComparedTeacher(ComparedMeasures):
+    name: str
+
+
+@dataclass(kw_only=True)
+class ComparedModel(ComparedMeasures):
+    """One row of a comparison: a method or a pipeline's step."""
 
     method: str            # the run's name: distilbert, distilbert+int8, albert[sharing=attention]
     label: str
@@ -215,17 +220,7 @@ class ComparedModel:
     steps: list[str]       # the names of the rows from the pipeline's first step to this one
     backend: str
     dtype: str
-    params: int
-    params_by_component: dict[str, int]
-    size_bytes: int
-    accuracy: float
-    macro_f1: float
-    flops: int
     retention: float
-    latency_ms_p50: float
-    latency_ms_p90: float
-    throughput: float
-    peak_memory_bytes: int
     speedup: float
     throughput_speedup: float
     explanation: str
@@ -249,7 +244,9 @@ class Comparison:
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version, **asdict(self), "dataset": self.dataset.to_dict()}
+        return {"schema_version": self.schema_version, **asdict(self), "dataset": self.dataset.to_dict(),
+                "teacher": {"name": self.teacher.name, **asdict(self.teacher)},       # names first, for readers
+                "methods": [{"method": m.method, "label": m.label, **asdict(m)} for m in self.methods]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
