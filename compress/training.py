@@ -85,6 +85,7 @@ class StageResult:
     best_dev: dict[str, float] | None = None
     seconds: float = 0.0
     stopped_early: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 def seed_everything(seed: int) -> None:
@@ -124,6 +125,16 @@ def classification_metrics(logits: torch.Tensor, labels: torch.Tensor) -> Metric
         loss=float(nn.functional.cross_entropy(logits, labels)),
         examples=len(gold),
     )
+
+
+def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | None:
+    """The majority class's share of ``labels`` when ``accuracy`` is not above it by more than one
+    standard error (a model that learned nothing, answering one class), else None."""
+    n = len(labels)
+    if n == 0:
+        return None
+    majority = float(torch.bincount(labels).max()) / n
+    return majority if accuracy <= majority + math.sqrt(majority * (1 - majority) / n) else None
 
 
 def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device) -> Metrics:
@@ -255,7 +266,21 @@ def train_stage(
                 if log is not None:
                     log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
-            dev = evaluate_fn() if evaluate_fn else evaluate(model, dev_batches(), device).to_dict()
+            if evaluate_fn:
+                dev = evaluate_fn()
+            else:
+                logits, labels = predict(model, dev_batches(), device)
+                dev = classification_metrics(logits, labels).to_dict()
+                majority = no_better_than_majority(dev["accuracy"], labels) if epoch == 0 else None
+                if majority is not None:
+                    result.warnings.append(
+                        f"{name}: dev accuracy after the first epoch is {dev['accuracy']:.4f}, no better than "
+                        f"always answering the most frequent class ({majority:.4f}): the model has not started "
+                        "to learn; read the log, and give it more epochs or another learning rate.")
+                    progress.console.print(f"[yellow]warning:[/] {result.warnings[-1]}")
+                    if log is not None:
+                        log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1,
+                                              "message": result.warnings[-1]}) + "\n")
             score = -dev["loss"] if config.metric == "loss" else dev[config.metric]
             record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev}
             result.history.append(record)

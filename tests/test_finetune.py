@@ -9,8 +9,10 @@ import torch
 from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.data.load import load_task
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher
-from compress.training import TrainConfig
+from compress.training import TrainConfig, no_better_than_majority, train_stage
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +97,42 @@ def test_layer_wise_lr_decay_gives_each_depth_its_rate():
     assert {g["lr"] for g in _optimizer(model, [], TrainConfig(lr=2e-5)).param_groups} == {2e-5}  # no decay: one rate
     with pytest.raises(ValueError, match="layer_decay"):
         TrainConfig(layer_decay=0.0)
+
+
+def test_no_better_than_majority_is_one_standard_error_above_the_majority_rate():
+    labels = torch.tensor([0] * 30 + [1] * 10)          # majority 0.75; one standard error sqrt(.75 * .25 / 40) = 0.068
+    assert no_better_than_majority(0.75, labels) == 0.75
+    assert no_better_than_majority(0.25, labels) == 0.75  # answering the minority class is no better
+    assert no_better_than_majority(0.81, labels) == 0.75  # 0.81 < 0.75 + 0.068
+    assert no_better_than_majority(0.83, labels) is None
+    assert no_better_than_majority(0.5, torch.tensor([], dtype=torch.long)) is None
+
+
+def test_a_stage_still_at_the_majority_rate_after_its_first_epoch_says_so(tmp_path):
+    """A model that learns nothing answers one class; the loop says so once, in the result, on the console
+    and in the log, and trains on."""
+    model = Encoder(EncoderConfig(vocab_size=40, embedding_size=8, hidden_size=8, num_layers=1, num_heads=2,
+                                  ffn_size=16, max_positions=8))
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([1.0, 0.0]))    # always class 0
+    ids = torch.randint(1, 40, (40, 6))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+             "labels": torch.tensor([0] * 30 + [1] * 10)}
+
+    def frozen(m, b):  # a loss with a gradient of zero: nothing moves
+        return (m.classifier.weight * 0).sum(), {}
+
+    log = tmp_path / "log.jsonl"
+    with open(log, "w") as f:
+        result = train_stage(model, frozen, lambda epoch: [batch], lambda: [batch], TrainConfig(epochs=2, lr=1e-3),
+                             device=torch.device("cpu"), name="stuck", log=f, show_progress=False)
+    assert len(result.warnings) == 1 and "0.7500, no better than always answering" in result.warnings[0]
+    assert [e["epoch"] for e in map(json.loads, log.read_text().splitlines()) if e.get("event") == "warning"] == [1]
+    assert len(result.history) == 2  # it warns, it does not stop
+
+    # A stage scored by its own dev loss (TinyBERT's intermediate stage) has no accuracy to judge.
+    quiet = train_stage(model, frozen, lambda epoch: [batch], lambda: [batch],
+                        TrainConfig(epochs=1, lr=1e-3, metric="loss"), device=torch.device("cpu"),
+                        evaluate_fn=lambda: {"loss": 1.0}, show_progress=False)
+    assert quiet.warnings == []

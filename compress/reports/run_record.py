@@ -159,6 +159,7 @@ def _training_lines(record: RunRecord, config: dict[str, Any]) -> list[str]:
                            for term in spec["terms"])
         lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
                      f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s).")
+        lines += [f"  - ⚠ {warning}" for warning in stage.get("warnings", [])]
     lines += ["", f"Student saved in `student/` ({record.student.layout} layout)."]
     return lines
 

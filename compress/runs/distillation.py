@@ -148,4 +148,4 @@ def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerp
         evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,
     )
     return {"stage": stage.name, "best_epoch": result.best_epoch, "best_dev": result.best_dev,
-            "seconds": round(result.seconds, 1), "stopped_early": result.stopped_early}
+            "seconds": round(result.seconds, 1), "stopped_early": result.stopped_early, "warnings": result.warnings}
