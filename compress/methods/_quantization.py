@@ -6,14 +6,15 @@ with its format; the engine is :mod:`compress.quantize` (backends, artefacts, th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compress.bench.machine import cpu_features
 from compress.errors import CompressError
 from compress.methods.registry import Transform, all_methods, register
 from compress.models.config import EncoderConfig
 from compress.quantize.artefacts import QuantMethod
+from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.reports.footprint import footprint, side_by_side
 from compress.runs.quantization import check_quantization, quantize_run
 
@@ -54,10 +55,11 @@ def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
 
 
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
-                 why: str, calibrated: bool = False, in_compare: Callable[[], bool] = lambda: True,
-                 follows_students: bool = False) -> Quantization:
-    """Declare and register one quantization method."""
+                 why: str, calibrated: bool = False, follows_students: bool = False) -> Quantization:
+    """Declare and register one quantization method. A half-precision one is compared by default only
+    where the CPU computes in its format (elsewhere it runs emulated, slower than fp32)."""
     fmt = QuantMethod(name, dtype, backends, summary, calibrated)
+    in_compare = (lambda: half_available(dtype, cpu_features()) is None) if dtype in HALF_DTYPES else lambda: True
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
         why=why, explain=explain, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",

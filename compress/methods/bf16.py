@@ -1,14 +1,11 @@
 """bfloat16: every tensor in 16 bits with fp32's exponent range; compared by default only where the CPU
 computes in bf16 (elsewhere it runs emulated, slower than fp32)."""
 
-from compress.bench.machine import cpu_features
 from compress.methods._quantization import quantization
-from compress.quantize.torch_backend import half_available
 
 METHOD = quantization(
     name="bf16", rank=130, dtype="bf16", backends=("torch",), label="bfloat16",
     summary="every tensor in bfloat16 (fast on CPUs with AVX512-BF16 or AMX)",
-    in_compare=lambda: half_available("bf16", cpu_features()) is None,
     why="Half precision cuts bytes and time, not parameters: every tensor keeps its shape in 16 bits "
         "({size:.2f}x fewer bytes than the teacher); bf16 keeps fp32's exponent range, so nothing overflows, "
         "and it is fast only where the CPU has bf16 units (AVX512-BF16, AMX).",

@@ -1,13 +1,10 @@
 """float16: every tensor in 16 bits; compared by default only where the CPU computes in fp16."""
 
-from compress.bench.machine import cpu_features
 from compress.methods._quantization import quantization
-from compress.quantize.torch_backend import half_available
 
 METHOD = quantization(
     name="fp16", rank=140, dtype="fp16", backends=("torch",), label="float16",
     summary="every tensor in float16 (CPUs with AVX512-FP16 or AMX-FP16)",
-    in_compare=lambda: half_available("fp16", cpu_features()) is None,
     why="Half precision cuts bytes and time, not parameters: every tensor in 16 bits ({size:.2f}x fewer bytes "
         "than the teacher); fast only where the CPU has fp16 units (AVX512-FP16, AMX-FP16).",
 )

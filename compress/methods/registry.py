@@ -3,8 +3,8 @@
 A method is one module of this package that calls :func:`register` with a :class:`StudentMethod`
 (trains a new encoder from a teacher) or a :class:`Transform` (takes a model and returns a changed
 one). Modules are found, not listed: every module of ``compress.methods`` is imported the first time
-the registry is asked, so adding a method is adding its module. The runs (:mod:`compress.runs`), ``compare``, ``explain``,
-the reports and the CLI ask the registry; none of them names a method.
+the registry is asked, so adding a method is adding its module. The runs (:mod:`compress.runs`),
+``compare``, ``explain``, the reports and the CLI ask the registry; none of them names a method.
 """
 
 from __future__ import annotations

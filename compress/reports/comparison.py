@@ -295,7 +295,8 @@ def render_markdown(comparison: dict[str, Any]) -> str:
     front = _front_names(comparison)
     if front:
         lines += ["", _md(_front_sentence(comparison, front))]
-    lines += [""] + [_md(w) + "  " for w in _warnings(comparison)] if _warnings(comparison) else []
+    warnings = _warnings(comparison)
+    lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []
     lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in NOTES]
     if pipelines(comparison):
         lines += ["", "## What each step of a pipeline bought", ""]

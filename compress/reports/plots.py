@@ -26,7 +26,7 @@ DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
 UNKNOWN_PARAMS_AREA = 40.0
 KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e", "pipeline": "#2ca02c"}
-STEP_COLOR = "#2ca02c"
+STEP_COLOR = KIND_COLORS["pipeline"]
 OTHER_COLOR = "#7f7f7f"
 TEACHER_COLOR = "#333333"
 COMPONENT_COLORS = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f",
@@ -197,18 +197,19 @@ def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float], tie:
 
 def _draw_pipelines(ax: Axes, comparison: dict[str, Any], points: list[dict[str, Any]],
                     areas: list[float]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """An arrow from each step of a pipeline to the next (``distilbert`` -> ``distilbert+int8``), from
-    bubble edge to bubble edge; the (start, end) of each arrow drawn."""
+    """An arrow from each later step of a pipeline to it from the step before (``distilbert`` ->
+    ``distilbert+int8``; each row draws its own, so a step shared by pipelines gets one), from bubble
+    edge to bubble edge; the (start, end) of each arrow drawn."""
     where = {p["name"]: ((p["x"], p["y"]), math.sqrt(area) / 2) for p, area in zip(points, areas)}
     drawn = []
     for m in comparison.get("methods") or []:
-        steps = [where.get(name) for name in m.get("steps") or []]
-        for start, end in itertools.pairwise(steps):
-            if start is not None and end is not None:
-                ax.annotate("", xy=end[0], xytext=start[0], zorder=3.5,
-                            arrowprops={"arrowstyle": "-|>", "color": STEP_COLOR, "lw": 1.5,
-                                        "shrinkA": start[1] + 1, "shrinkB": end[1] + 2})
-                drawn.append((start[0], end[0]))
+        steps = m.get("steps") or []
+        start, end = (where.get(steps[-2]), where.get(steps[-1])) if len(steps) > 1 else (None, None)
+        if start is not None and end is not None:
+            ax.annotate("", xy=end[0], xytext=start[0], zorder=3.5,
+                        arrowprops={"arrowstyle": "-|>", "color": STEP_COLOR, "lw": 1.5,
+                                    "shrinkA": start[1] + 1, "shrinkB": end[1] + 2})
+            drawn.append((start[0], end[0]))
     return drawn
 
 

@@ -42,16 +42,16 @@ from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.reports.comparison import write_comparison
-from compress.reports.run_record import explanation
 from compress.reports.records import (
     ChainStep,
-    Comparison,
     ComparedModel,
     ComparedTeacher,
+    Comparison,
     DatasetRecord,
     RunRecord,
     read_run_record,
 )
+from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig
 from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
@@ -64,7 +64,7 @@ def default_methods() -> list[str]:
     students (``distilbert+int8``): the pipelines a user tries first."""
     methods = [m for m in all_methods() if m.in_compare()]
     pipelines = [f"{s.name}+{t.name}" for s in methods if s.kind == "student"
-                 for t in methods if getattr(t, "follows_students", False)]
+                 for t in methods if isinstance(t, Transform) and t.follows_students]
     return [m.name for m in methods] + pipelines
 
 
@@ -115,12 +115,13 @@ def plan_runs(texts: list[str]) -> list[PlannedRun]:
     return list(runs.values())
 
 
-def _run_config(config: CompareConfig, planned: PlannedRun, directory: Path, target: str) -> RunConfig:
+def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directory: Path | None = None) -> RunConfig:
     student = planned.method.kind == "student"
     return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
                      dataset=config.dataset, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seed, device=config.device, threads=config.threads,
-                     teacher_finetune=config.teacher_finetune, target=target, out=str(directory), overwrite=True)
+                     teacher_finetune=config.teacher_finetune, target=target,
+                     out=str(directory) if directory else None, overwrite=True)
 
 
 # Settings that change where a run is written or how it is timed, not what it trains.
@@ -159,7 +160,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     planned = plan_runs(config.methods)
     for step in planned:  # a transform's own checks (a backend this CPU lacks) fail before any training
         if isinstance(step.method, Transform):
-            step.method.check(_run_config(config, step, Path("unused"), "teacher"), step.method.options(**step.options))
+            step.method.check(_run_config(config, step, "teacher"), step.method.options(**step.options))
     threads = default_threads() if config.threads is None else config.threads
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
     positions = teacher_config(config.teacher).max_positions
@@ -184,7 +185,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
     for step in planned:
         run_dir = out / "runs" / step.name
         parent_dir, parent = runs[step.parent] if step.parent else (None, None)
-        run_config = _run_config(config, step, run_dir, str(parent_dir) if parent_dir else "teacher")
+        run_config = _run_config(config, step, str(parent_dir) if parent_dir else "teacher", run_dir)
         record = completed_run(run_dir, run_config, task.fingerprint, parent.chain if parent else None)
         if record is None:
             say(f"running {step.name}")
