@@ -31,6 +31,14 @@ def compared(tmp_path_factory):
             "first": json.loads(first.stdout)}
 
 
+def _int8_is_smaller(model: dict, fp32_bytes: int) -> None:
+    """int8 is smaller than fp32 by what its backend quantizes. Which backend --backend auto keeps depends
+    on which is faster on the CPU, so the bound follows the backend: ONNX Runtime quantizes the embedding
+    table too (under half of fp32's bytes); PyTorch's dynamic int8 only the linear layers (smaller, by less
+    than half when the embeddings dominate, as in this small model)."""
+    assert model["size_bytes"] < (fp32_bytes / 2 if model["backend"] == "onnxruntime" else fp32_bytes), model
+
+
 def test_comparison_has_every_method_with_every_field(compared):
     data = json.loads((compared["out"] / "comparison.json").read_text())
     assert data == compared["first"]
@@ -46,13 +54,14 @@ def test_comparison_has_every_method_with_every_field(compared):
         metrics = json.loads((compared["out"] / "runs" / m["method"] / "metrics.json").read_text())
         assert m["size_bytes"] == metrics["student"]["size_bytes"] and m["explanation"]
     by_name = {m["method"]: m for m in data["methods"]}
-    assert by_name["int8"]["size_bytes"] < teacher["size_bytes"] / 2  # int8 weights: a quarter of fp32's bytes
+    _int8_is_smaller(by_name["int8"], teacher["size_bytes"])
     # bf16 is compared by default only where the CPU has bf16 units (elsewhere it runs emulated, slowly).
     assert ("bf16" in by_name) == (half_available("bf16", cpu_features()) is None)
     for student in ("albert", "distilbert", "tinybert"):
         pipeline, first = by_name[f"{student}+int8"], by_name[student]
         assert pipeline["kind"] == "pipeline" and pipeline["steps"] == [student, f"{student}+int8"]
-        assert pipeline["params"] == first["params"] and pipeline["size_bytes"] < first["size_bytes"] / 2
+        assert pipeline["params"] == first["params"]
+        _int8_is_smaller(pipeline, first["size_bytes"])
         # The pipeline's first step is the student's own row: trained once, its run the int8 step's parent.
         chain = json.loads((compared["out"] / "runs" / f"{student}+int8" / "metrics.json").read_text())["chain"]
         assert [step["run_dir"] for step in chain] == [first["run_dir"], pipeline["run_dir"]]
