@@ -17,6 +17,8 @@ together they are a few percent):
     pooler + classifier      2 H H + 2 H C                 (first token only)
 
 Sharing blocks across layers changes none of these terms: a shared block still runs L times.
+Pruning does: a layer whose attention keeps h of the heads (head size d) and whose FFN keeps F'
+neurons counts 2 n H (3 h d) + 2 n n h d * 2 + 2 n h d H for attention and 2 n H F' * 2 for the FFN.
 """
 
 from __future__ import annotations
@@ -102,11 +104,15 @@ def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
     """Analytic FLOPs (2 per multiply-add) of one forward pass over one sequence of ``seq_len`` tokens."""
     if seq_len <= 0:
         raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}.")
-    n, e, h, f = seq_len, config.embedding_size, config.hidden_size, config.ffn_size
+    n, e, h = seq_len, config.embedding_size, config.hidden_size
     projection = 2 * n * e * h if config.factorized else 0
-    per_layer = 2 * n * h * 3 * h + 2 * n * n * h * 2 + 2 * n * h * h + 2 * 2 * n * h * f
+    layers = 0
+    for layer in range(config.num_layers):
+        inner = config.heads_of(config.attention_block_of(layer)) * config.head_size   # h d (= H unpruned)
+        f = config.ffn_size_of(config.ffn_block_of(layer))
+        layers += 2 * n * h * 3 * inner + 2 * n * n * inner * 2 + 2 * n * inner * h + 2 * 2 * n * h * f
     head = 2 * h * h + 2 * h * config.num_labels
-    return projection + config.num_layers * per_layer + head
+    return projection + layers + head
 
 
 def size_bytes(count: ParamCount, bytes_per_param: float = 4.0) -> int:

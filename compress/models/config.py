@@ -27,6 +27,11 @@ class EncoderConfig:
     groups             G: layers split into G contiguous groups, sharing applies inside a group
                        (ALBERT's ``num_hidden_groups``). L must be divisible by G.
     num_labels         classes of the sequence-classification head (pooler + classifier).
+    heads              after pruning: the heads each attention block keeps (one entry per block, in
+                       0..num_heads; the head size H / num_heads is unchanged; 0 leaves only the
+                       block's output bias and layer norm). None: num_heads in every block.
+    ffn_sizes          after pruning: the inner width of each feed-forward block (0 allowed likewise).
+                       None: ffn_size in every block.
     """
 
     vocab_size: int = 30522
@@ -47,6 +52,8 @@ class EncoderConfig:
     initializer_range: float = 0.02
     num_labels: int = 2
     pad_token_id: int = 0
+    heads: tuple[int, ...] | None = None
+    ffn_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
@@ -83,6 +90,21 @@ class EncoderConfig:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}.")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id must be a token id below vocab_size, got {self.pad_token_id!r}.")
+        self._check_per_block("heads", self.num_attention_blocks, self.num_heads)
+        self._check_per_block("ffn_sizes", self.num_ffn_blocks, None)
+
+    def _check_per_block(self, name: str, blocks: int, most: int | None) -> None:
+        value = getattr(self, name)
+        if value is None:
+            return
+        value = tuple(value)  # JSON gives lists; the frozen config holds tuples
+        object.__setattr__(self, name, value)
+        if len(value) != blocks:
+            raise ValueError(f"{name} needs one entry per block ({blocks}), got {len(value)}.")
+        for v in value:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (most is not None and v > most):
+                upper = f" and at most {most}" if most is not None else ""
+                raise ValueError(f"{name} entries must be integers >= 0{upper}, got {v!r}.")
 
     # --- derived shape -------------------------------------------------------------------
     @property
@@ -103,6 +125,19 @@ class EncoderConfig:
     def num_ffn_blocks(self) -> int:
         """Distinct feed-forward blocks held in memory: G when the FFN is shared, else L."""
         return self.groups if self.sharing in ("all", "ffn") else self.num_layers
+
+    @property
+    def pruned(self) -> bool:
+        """True when some block has its own number of heads or FFN width (transformers cannot hold it)."""
+        return self.heads is not None or self.ffn_sizes is not None
+
+    def heads_of(self, block: int) -> int:
+        """Heads of attention block ``block``."""
+        return self.num_heads if self.heads is None else self.heads[block]
+
+    def ffn_size_of(self, block: int) -> int:
+        """Inner width of feed-forward block ``block``."""
+        return self.ffn_size if self.ffn_sizes is None else self.ffn_sizes[block]
 
     def attention_block_of(self, layer: int) -> int:
         """Index of the attention block that layer ``layer`` runs."""

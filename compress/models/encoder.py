@@ -16,6 +16,16 @@ Layout of the parameters (the names are the ones :mod:`compress.models.accountin
 
 Layer ``i`` runs ``attention[config.attention_block_of(i)]`` then ``ffn[config.ffn_block_of(i)]``,
 so sharing changes how many blocks exist, never how many are run: it cuts parameters, not FLOPs.
+
+A pruned model is the same encoder with per-block shapes (``config.heads``, ``config.ffn_sizes``):
+block ``b`` holds ``heads_of(b)`` heads of the usual head size and an FFN of width ``ffn_size_of(b)``,
+so removed heads and neurons cost nothing. A block with no heads (or no FFN neurons) keeps only
+its output bias and layer norm, which is exactly what the full block computes with every gate at 0.
+
+Gates (:class:`Gates`) multiply each head's context, each FFN neuron's activation and each layer's
+update by a number: ones change nothing, zeros remove the part. They exist to score importance
+(the gradient of the loss with respect to a gate) and to prove that pruning removes exactly what a
+zero gate switches off; a forward pass without gates runs no extra operation.
 """
 
 from __future__ import annotations
@@ -50,6 +60,28 @@ class EncoderOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attention_scores: tuple[torch.Tensor, ...] | None = None
     attention_probs: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class Gates:
+    """Multipliers on parts of the forward pass (see the module docstring); None leaves a part ungated.
+
+    heads    one (heads_of(b),) tensor per attention block: scales each head's context vector.
+    neurons  one (ffn_size_of(b),) tensor per FFN block: scales each neuron's activation.
+    layers   (L,) tensor: layer i's output is x + g_i * (layer_i(x) - x), so 0 skips the layer.
+    """
+
+    heads: list[torch.Tensor] | None = None
+    neurons: list[torch.Tensor] | None = None
+    layers: torch.Tensor | None = None
+
+
+class OutputBias(nn.Module):
+    """What is left of a linear layer whose every input was pruned: its bias."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(size))
 
 
 def _activation(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -87,15 +119,19 @@ class Embeddings(nn.Module):
 class AttentionBlock(nn.Module):
     """Multi-head self-attention with the residual connection and post layer norm of BERT."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, heads: int) -> None:
         super().__init__()
         h = config.hidden_size
-        self.num_heads = config.num_heads
+        self.num_heads = heads
         self.head_size = config.head_size
-        self.query = nn.Linear(h, h)
-        self.key = nn.Linear(h, h)
-        self.value = nn.Linear(h, h)
-        self.output = nn.Linear(h, h)
+        inner = heads * config.head_size
+        if heads:
+            self.query = nn.Linear(h, inner)
+            self.key = nn.Linear(h, inner)
+            self.value = nn.Linear(h, inner)
+            self.output: nn.Module = nn.Linear(inner, h)
+        else:
+            self.output = OutputBias(h)
         self.layer_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
         self.attention_dropout = config.attention_dropout
         self.dropout = nn.Dropout(config.hidden_dropout)
@@ -105,13 +141,17 @@ class AttentionBlock(nn.Module):
         return x.view(b, n, self.num_heads, self.head_size).transpose(1, 2)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, explicit: bool
+        self, x: torch.Tensor, mask: torch.Tensor, explicit: bool, gate: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """x: (B, n, H); mask: additive (B, 1, 1, n). Returns (output, scores, probs).
+        """x: (B, n, H); mask: additive (B, 1, 1, n); gate: (heads,) or None. Returns (output, scores, probs).
 
         ``explicit`` computes the scores and probabilities (to return them); otherwise the fused
         ``scaled_dot_product_attention`` kernel computes the same result without them.
         """
+        if not self.num_heads:
+            b, n, _ = x.shape
+            empty = x.new_zeros(b, 0, n, n) if explicit else None
+            return self.layer_norm(x + self.dropout(self.output.bias)), empty, empty
         q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         p = self.attention_dropout if self.training else 0.0
         scores = probs = None
@@ -121,6 +161,8 @@ class AttentionBlock(nn.Module):
             context = F.dropout(probs, p=p, training=self.training) @ v
         else:
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if gate is not None:
+            context = context * gate[None, :, None, None]
         b, _, n, _ = context.shape
         context = context.transpose(1, 2).reshape(b, n, self.num_heads * self.head_size)
         return self.layer_norm(x + self.dropout(self.output(context))), scores, probs
@@ -129,16 +171,24 @@ class AttentionBlock(nn.Module):
 class FeedForwardBlock(nn.Module):
     """H -> F -> H with activation, residual connection and post layer norm."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, width: int) -> None:
         super().__init__()
-        self.intermediate = nn.Linear(config.hidden_size, config.ffn_size)
-        self.output = nn.Linear(config.ffn_size, config.hidden_size)
+        self.width = width
+        if width:
+            self.intermediate = nn.Linear(config.hidden_size, width)
+            self.output: nn.Module = nn.Linear(width, config.hidden_size)
+        else:
+            self.output = OutputBias(config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.activation = config.activation
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.output(_activation(self.activation, self.intermediate(x)))
+    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, n, H); gate: (width,) or None."""
+        if not self.width:
+            return self.layer_norm(x + self.dropout(self.output.bias))
+        a = _activation(self.activation, self.intermediate(x))
+        y = self.output(a if gate is None else a * gate)
         return self.layer_norm(x + self.dropout(y))
 
 
@@ -149,8 +199,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
-        self.attention = nn.ModuleList(AttentionBlock(config) for _ in range(config.num_attention_blocks))
-        self.ffn = nn.ModuleList(FeedForwardBlock(config) for _ in range(config.num_ffn_blocks))
+        self.attention = nn.ModuleList(AttentionBlock(config, config.heads_of(b))
+                                       for b in range(config.num_attention_blocks))
+        self.ffn = nn.ModuleList(FeedForwardBlock(config, config.ffn_size_of(b)) for b in range(config.num_ffn_blocks))
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
         self.classifier_dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -177,8 +228,10 @@ class Encoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        gates: Gates | None = None,
     ) -> EncoderOutput:
-        """input_ids, attention_mask (1 = token, 0 = padding), token_type_ids: (B, n) integer tensors."""
+        """input_ids, attention_mask (1 = token, 0 = padding), token_type_ids: (B, n) integer tensors;
+        ``gates`` scale heads, FFN neurons and layers (importance scoring)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
@@ -190,10 +243,16 @@ class Encoder(nn.Module):
         hidden = [x] if output_hidden_states else None
         scores: list[torch.Tensor] = []
         probs: list[torch.Tensor] = []
-        for layer in range(self.config.num_layers):
-            attention = self.attention[self.config.attention_block_of(layer)]
-            x, s, p = attention(x, mask, explicit=output_attentions)
-            x = self.ffn[self.config.ffn_block_of(layer)](x)
+        config = self.config
+        for layer in range(config.num_layers):
+            a, f = config.attention_block_of(layer), config.ffn_block_of(layer)
+            head_gate = gates.heads[a] if gates is not None and gates.heads is not None else None
+            neuron_gate = gates.neurons[f] if gates is not None and gates.neurons is not None else None
+            before = x
+            x, s, p = self.attention[a](x, mask, output_attentions, head_gate)
+            x = self.ffn[f](x, neuron_gate)
+            if gates is not None and gates.layers is not None:
+                x = before + gates.layers[layer] * (x - before)
             if hidden is not None:
                 hidden.append(x)
             if output_attentions:

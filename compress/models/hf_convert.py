@@ -152,6 +152,8 @@ def hf_config(config: EncoderConfig, label_names: list[str] | None = None) -> di
 
 def hf_layout(config: EncoderConfig) -> str | None:
     """``"bert"`` or ``"albert"`` when transformers can hold this shape, else ``None``."""
+    if config.pruned:
+        return None
     if config.sharing == "none" and not config.factorized:
         return "bert"
     if config.sharing == "all":
