@@ -154,7 +154,7 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
 
     # The headline accuracy scores one sentence at a time; the batched figure is kept beside it.
     from compress.quantize.artefacts import load_artefact
-    from compress.runs.quantization import run_source
+    from compress.runs.source import run_source
 
     data = run_source(out).data
     model = load_artefact(chained / "model", threads=1)

@@ -59,7 +59,8 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}.")
     config = model.config
     was_training = model.training
-    model.eval()
+    wanted = [p.requires_grad for p in model.parameters()]
+    model.eval().requires_grad_(True)   # the Taylor scores need every weight's gradient
     batches = [to_device(b, device) for b in batches]
     if target == "predictions":
         with torch.no_grad():
@@ -90,6 +91,8 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
     base = total / max(1, examples)
     layers = [_skipped_loss(model, batches, target, layer) - base for layer in range(config.num_layers)]
     model.train(was_training)
+    for p, flag in zip(model.parameters(), wanted, strict=True):
+        p.requires_grad_(flag)
     return Importance(heads=[h.tolist() for h in heads], neurons=[(n / steps).tolist() for n in neurons],
                       layers=layers, base_loss=base, examples=examples, target=target)
 

@@ -134,6 +134,7 @@ class RunRecord:
     chain: list[ChainStep] = field(default_factory=list)
     source: SourceRecord | None = None
     quantization: dict[str, Any] | None = None
+    pruning: dict[str, Any] | None = None
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,7 +150,8 @@ class RunRecord:
         if version not in READABLE_RUN_SCHEMAS:
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{' or '.join(map(str, READABLE_RUN_SCHEMAS))}; run it again.")
-        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "quantization", "schema_version")]
+        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "quantization", "pruning",
+                                                                     "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

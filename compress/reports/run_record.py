@@ -13,6 +13,7 @@ from compress.bench.machine import manifest
 from compress.data.task import TaskData
 from compress.methods.registry import get_method
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
+from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
 from compress.reports.records import ChainStep, DatasetRecord, Measurement, ModelRecord, RunRecord
@@ -114,7 +115,10 @@ def write_report(path: Path, record: RunRecord, config: dict[str, Any]) -> None:
           for k, label in COMPONENTS.items()),
         "",
     ]
-    lines += _quantization_lines(record) if record.quantized else _training_lines(record, config)
+    if record.quantized:
+        lines += _quantization_lines(record)
+    else:
+        lines += _pruning_lines(record) + _training_lines(record, config)
     lines += _chain_lines(record)
     lines += ["", "## Why it saves what it saves", ""]
     lines.append(explanation(record.method, record.ratios))
@@ -161,6 +165,55 @@ def _training_lines(record: RunRecord, config: dict[str, Any]) -> list[str]:
                      f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s).")
         lines += [f"  - ⚠ {warning}" for warning in stage.get("warnings", [])]
     lines += ["", f"Student saved in `student/` ({record.student.layout} layout)."]
+    return lines
+
+
+def _bar(kept: int, total: int, width: int = 12) -> str:
+    filled = round(width * kept / total) if total else 0
+    return "█" * filled + "░" * (width - filled)
+
+
+def _pruning_lines(record: RunRecord) -> list[str]:
+    """What pruning removed, layer by layer, and the head-importance curve."""
+    p = record.pruning
+    if p is None:
+        return []
+    source, options = record.source, p["options"]
+    before = EncoderConfig.from_dict(p["source_config"])
+    after = EncoderConfig.from_dict(record.student.config)
+    what = "the fine-tuned teacher" if source.kind == "teacher" else f"the student of `{source.parent}`"
+    lines = [
+        "## Pruning", "",
+        f"Pruned: {what} (test accuracy {source.accuracy:.4f}, {source.params:,} parameters). Importance measured "
+        f"on {p['steps'][0]['importance']['examples']} training examples against the {options['score_against']}, "
+        f"ranked {options['ranking']}ly, cut in {options['steps']} step(s); asked to keep {options['keep_heads']:.0%} "
+        f"of the heads and {options['keep_ffn']:.0%} of the FFN neurons and to drop {options['drop_layers']} "
+        f"layer(s) ({options['layer_order']}). Scores of every step: `importance.json`.", "",
+        "| layer (of the source) | heads kept | | FFN neurons kept | |",
+        "|---|---:|---|---:|---|",
+    ]
+    for new, old in enumerate(p["layers_kept"]):
+        heads = after.heads_of(after.attention_block_of(new))
+        width = after.ffn_size_of(after.ffn_block_of(new))
+        total_heads = before.heads_of(before.attention_block_of(old))
+        total_width = before.ffn_size_of(before.ffn_block_of(old))
+        lines.append(_row(str(old + 1), f"{heads} / {total_heads}", _bar(heads, total_heads),
+                          f"{width} / {total_width}", _bar(width, total_width)))
+    dropped = [str(i + 1) for i in range(before.num_layers) if i not in p["layers_kept"]]
+    if dropped:
+        lines.append(_row(f"{', '.join(dropped)} (dropped)", "0", _bar(0, 1), "0", _bar(0, 1)))
+    lines += ["", "A removed head takes its rows of the query, key and value matrices and its columns of the "
+              "output matrix with it; a removed neuron its row of the intermediate and column of the output "
+              "matrix. What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", ""]
+    curve = p.get("head_curve")
+    if curve:
+        lines += ["### Head-importance curve (no recovery)", "",
+                  f"Test accuracy of the source with a share of its {curve['heads']} heads removed, least important "
+                  f"first and in a random order (seed {curve['seed']}):", "",
+                  "| heads removed | importance order | random order |", "|---:|---:|---:|"]
+        lines += [_row(f"{share:.0%}", f"{a:.4f}", f"{b:.4f}")
+                  for share, a, b in zip(curve["shares_removed"], curve["importance"], curve["random"], strict=True)]
+        lines += ["", "![head-importance curve](head_curve.png)", ""]
     return lines
 
 

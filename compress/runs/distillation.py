@@ -95,11 +95,11 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     with atomic_dir(out) as tmp, open(tmp / "log.jsonl", "w") as log:
         stages = []
         for stage in recipe.stages:
-            stages.append(_train(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
+            stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                  config, device, log, show_progress))
         student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
         student.cpu()
-        speed = _speed(config, data, teacher=teacher.cpu(), student=student)
+        speed = measure_models(config, data, teacher=teacher.cpu(), student=student)
         layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
                               label_names=task.label_names)
         record = run_metrics(
@@ -117,14 +117,14 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     return RunResult(out, record)
 
 
-def _speed(config: RunConfig, data, **models: Encoder) -> dict[str, dict]:
+def measure_models(config: RunConfig, data, **models: Encoder) -> dict[str, dict]:
     """Each model's speed, measured one after another in this process on the same inputs."""
     speed = SpeedConfig(threads=config.threads or default_threads())
     seq_len = speed_seq_len(data)
     return {name: measure_speed(TorchPredictor(model), data, seq_len, speed) for name, model in models.items()}
 
 
-def _train(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,
+def distil_stage(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,
            config: RunConfig, device: torch.device, log, show_progress: bool) -> dict[str, Any]:
     objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
     train_config = _stage_config(stage, config)

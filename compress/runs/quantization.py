@@ -15,10 +15,9 @@ measurements are recorded.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,10 @@ from compress.bench.inputs import INPUT_NAMES, speed_seq_len
 from compress.bench.machine import cpu_features, cpu_model, torch_cpu_capability
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import default_threads
-from compress.data.batching import TokenizedTask, tokenize_task
-from compress.data.task import TaskData
+from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
 from compress.methods.pipeline import Step
-from compress.models.checkpoints import TOKENIZER_FILES, load_encoder
-from compress.models.encoder import Encoder
+from compress.models.checkpoints import TOKENIZER_FILES
 from compress.paths import atomic_dir
 from compress.quantize.artefacts import (
     QuantMethod,
@@ -45,70 +42,12 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
-from compress.reports.records import ChainStep, ModelRecord, RunRecord, SourceRecord, read_run_record
-from compress.reports.run_record import (
-    dataset_record,
-    model_record,
-    ratios,
-    retention,
-    teacher_record,
-    write_run_record,
-)
+from compress.reports.records import ChainStep, RunRecord, SourceRecord
+from compress.reports.run_record import dataset_record, model_record, ratios, retention, write_run_record
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
-from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.teachers.registry import load_tokenizer
+from compress.runs.source import Source, run_source, teacher_source
 
 CALIBRATION_EXAMPLES = 256
-SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column")
-
-
-@dataclass
-class Source:
-    """The fp32 model to quantize, the data it was trained on, and what it is measured against."""
-
-    kind: str                      # "teacher" or "run"
-    model: Encoder
-    directory: Path                # its weights and tokenizer
-    task: TaskData
-    data: TokenizedTask
-    teacher_name: str
-    teacher: ModelRecord           # the teacher's record (retention is measured against it)
-    entry: ModelRecord             # the source's own record
-    parent: str | None             # the run directory quantized, if any
-    settings: dict[str, Any]       # teacher, dataset and columns it was made with
-    chain: list[ChainStep]         # the steps that made it ([] for the teacher)
-
-
-def _teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
-    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
-                                 show_progress=show_progress)
-    model = finetuned.load().model
-    data = tokenized_for(finetuned, task)
-    entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
-    settings = {k: getattr(config, k) for k in SETTINGS}
-    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
-
-
-def parent_run(run_dir: Path) -> tuple[dict[str, Any], RunRecord]:
-    """The config.json and metrics.json of a run directory whose fp32 student is to be quantized (any run
-    that wrote one: a distillation run today, a pruning run next)."""
-    record = read_run_record(run_dir)
-    if record.quantized or not (run_dir / "student").is_dir():
-        raise CompressError(f"{run_dir} holds no fp32 student to quantize; give a run that trained one, or 'teacher'.")
-    return json.loads((run_dir / "config.json").read_text()), record
-
-
-def run_source(run_dir: Path) -> Source:
-    """The student of a distillation run, with the data exactly as it was trained on."""
-    parent_config, parent = parent_run(run_dir)
-    run = parent_config["run"]
-    task = run_task(RunConfig(method=run["method"], **{k: run.get(k) for k in SETTINGS}))
-    if task.fingerprint != parent.dataset.fingerprint:
-        raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
-    student_dir = run_dir / "student"
-    data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
-    return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent.teacher, parent.student, str(run_dir), {k: run.get(k) for k in SETTINGS}, parent.chain)
 
 
 def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
@@ -161,7 +100,7 @@ def quantize_run(config: RunConfig, method: QuantMethod, backend: str = "auto", 
         config = replace(config, **source.settings)
         out = out_dir(config, source.task.name)
     with claimed(out, config.overwrite):
-        source = source or _teacher_source(config, task, show_progress)
+        source = source or teacher_source(config, task, show_progress)
         return _quantize(config, method, backend, source, out, backends, skipped, pipeline)
 
 

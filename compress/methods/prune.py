@@ -1,0 +1,63 @@
+"""Structured pruning (Michel et al. 2019; Sajjad et al.; TextPruner): score the attention heads, FFN
+neurons and layers, physically remove the least important, recover by distillation from the unpruned model.
+
+Engines: :mod:`compress.prune` (scores, selection, slicing) and :mod:`compress.runs.pruning` (the run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compress.methods.registry import Transform, register
+from compress.models.config import EncoderConfig
+from compress.reports.footprint import footprint, side_by_side
+from compress.runs.pruning import PruneOptions, check_pruning, prune_run
+
+WHY = ("Pruning removes whole heads and FFN neurons, so the model that is left is smaller and dense: "
+       "parameters fall by {params:.2f}x and FLOPs by {flops:.2f}x ({size:.2f}x fewer bytes). The embedding "
+       "table is untouched, which is why parameters fall less than FLOPs.")
+
+
+def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_layers: int = 0) -> EncoderConfig:
+    """The teacher's shape with the same share of heads and neurons kept in every layer (an illustration:
+    a global ranking keeps more in some layers than in others)."""
+    layers = tc.num_layers - drop_layers
+    return tc.replace(num_layers=layers, groups=1, heads=(round(keep_heads * tc.num_heads),) * layers,
+                      ffn_sizes=(round(keep_ffn * tc.ffn_size),) * layers) if tc.sharing == "none" else tc
+
+
+def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
+    defaults = PruneOptions()
+    sc = uniform_shape(tc, defaults.keep_heads, defaults.keep_ffn)
+    teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
+    h, d, f, n = tc.hidden_size, tc.head_size, tc.ffn_size, seq_len
+    kept_heads, kept_ffn = sc.heads_of(0), sc.ffn_size_of(0)
+    formula = [
+        "head importance (Michel et al.): I_h = E_x |dL/dxi_h|, xi_h a gate on head h's output, normalised "
+        "per layer; neuron importance (Taylor): |sum of w * dL/dw over the neuron's weights|; layer "
+        "importance: the loss increase when the layer is skipped",
+        f"one head owns 4 * H * d + 3 * d = 4*{h}*{d} + 3*{d} = {4 * h * d + 3 * d:,} parameters "
+        f"and 2 n H (4 d) + 4 n^2 d = {2 * n * h * 4 * d + 4 * n * n * d:,} FLOPs per sequence of n = {n}",
+        f"one FFN neuron owns 2 * H + 1 = {2 * h + 1:,} parameters and 4 n H = {4 * n * h:,} FLOPs",
+        f"default cut, per layer: heads {tc.num_heads} -> {kept_heads}, FFN {f} -> {kept_ffn}, then "
+        "distillation from the unpruned model (soft targets + hidden states) to recover",
+    ]
+    notes = [
+        "Pruning removes, it does not mask: the pruned blocks are smaller matrices, so parameters, bytes, "
+        "FLOPs and time all go down, and the model exports to ONNX and quantizes like any other.",
+        f"The embedding table ({tc.vocab_size} x {tc.embedding_size}) is untouched, so the whole model keeps "
+        f"{student.params / teacher.params:.0%} of its parameters but only {student.flops / teacher.flops:.0%} "
+        "of its FLOPs; prune-vocab shrinks the table.",
+        "Michel et al.: about 40% of BERT's heads can go with no noticeable loss; TextPruner: heads and FFN "
+        "at 2/3 width, 1.5x faster, under one point lost.",
+    ]
+    return side_by_side("prune", name, teacher, student, formula, notes)
+
+
+METHOD = register(Transform(
+    name="prune", rank=90, family="pruning", label="structured pruning (heads, FFN, layers)",
+    summary="importance-scored removal of heads, FFN neurons and layers, recovered by distillation",
+    options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
+    check=check_pruning,
+    run=prune_run,
+))

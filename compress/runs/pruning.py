@@ -1,0 +1,225 @@
+"""`compress run prune`: score the heads, FFN neurons and layers of the fine-tuned teacher (or an earlier
+run's student), remove the least important, recover by distillation from the unpruned model, write a run.
+
+Run directory (written atomically, like every run)::
+
+    config.json      the RunConfig, the prune options and the parent run (if any)
+    student/         the pruned encoder (compress format: its blocks have their own shapes) + tokenizer
+    importance.json  the scores of every step (heads, neurons, layers) and what each step kept
+    head_curve.png   accuracy with 0-90% of the source's heads removed, importance against random order
+    metrics.json     the run record with a ``pruning`` block; log.jsonl the recovery losses; report.md
+
+One step (``steps=1``) scores once and cuts to the asked amount; ``steps=k`` cuts an equal share of
+what goes k times, scoring again and recovering after each cut (iterative pruning).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from compress.data.batching import TokenizedTask
+from compress.device import resolve_device
+from compress.distill.layer_maps import LayerMap
+from compress.distill.recipe import LossTerm, Recipe, Stage
+from compress.errors import CompressError
+from compress.methods.pipeline import Step
+from compress.models.accounting import count_parameters
+from compress.models.checkpoints import read_config, save_encoder
+from compress.models.encoder import Encoder
+from compress.paths import atomic_dir
+from compress.prune.curve import head_curve, plot_head_curve
+from compress.prune.importance import TARGETS, score
+from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
+from compress.prune.structure import Keep, prune_model
+from compress.reports.records import ChainStep, RunRecord, SourceRecord
+from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_run_record
+from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
+from compress.runs.distillation import distil_stage, measure_models
+from compress.runs.source import Source, run_source, teacher_source
+from compress.teachers.registry import load_tokenizer, teacher_config
+from compress.training import evaluate, seed_everything
+
+KD_TEMPERATURE = 2.0
+
+
+@dataclass
+class PruneOptions:
+    keep_heads: float = field(default=0.5, metadata={
+        "help": "share of the attention heads to keep, in (0, 1] (default 0.5)."})
+    keep_ffn: float = field(default=0.5, metadata={
+        "help": "share of the FFN neurons to keep, in (0, 1] (default 0.5)."})
+    drop_layers: int = field(default=0, metadata={"help": "layers to remove (default 0)."})
+    layer_order: str = field(default="top", metadata={
+        "help": "which layers go: top (the last ones, Sajjad et al.) or importance (the least loss increase when "
+                "skipped)."})
+    ranking: str = field(default="global", metadata={
+        "help": "rank heads and neurons across all layers (global) or keep the same share of each layer (layer)."})
+    steps: int = field(default=1, metadata={
+        "help": "1 cuts once; k cuts in k equal slices, scoring again and recovering after each (iterative)."})
+    recovery_epochs: int = field(default=2, metadata={
+        "help": "epochs of distillation from the unpruned model after each cut (0: training-free)."})
+    recovery_lr: float = field(default=5e-5, metadata={"help": "learning rate of the recovery (default 5e-5)."})
+    scoring_examples: int = field(default=1024, metadata={
+        "help": "training examples the importance scores are measured on (default 1024)."})
+    score_against: str = field(default="labels", metadata={
+        "help": "what the scoring loss compares with: labels (gold) or predictions (the model's own)."})
+    head_curve: bool = field(default=True, metadata={"flag": "--no-head-curve", "help": (
+        "skip the head-importance curve (test accuracy with 0-90% of the heads removed, by importance and at "
+        "random; about 20 evaluations of the test split).")})
+
+
+def check_pruning(config: RunConfig, options: PruneOptions) -> None:
+    """Every check of a pruning run that needs no data, so a pipeline fails before its first step trains."""
+    if config.epochs or config.lr or config.layer_map or config.patience:
+        raise CompressError("prune recovers with --recovery-epochs and --recovery-lr; --epochs, --lr, --layer-map "
+                            "and --patience do not apply.")
+    for flag, value in (("--keep-heads", options.keep_heads), ("--keep-ffn", options.keep_ffn)):
+        if not 0 < value <= 1:
+            raise CompressError(f"{flag} is the share to keep and must be in (0, 1], got {value}.")
+    for flag, value, least in (("--drop-layers", options.drop_layers, 0), ("--steps", options.steps, 1),
+                               ("--recovery-epochs", options.recovery_epochs, 0),
+                               ("--scoring-examples", options.scoring_examples, 1)):
+        if value < least:
+            raise CompressError(f"{flag} must be an integer >= {least}, got {value}.")
+    if not options.recovery_lr > 0:
+        raise CompressError(f"--recovery-lr must be positive, got {options.recovery_lr}.")
+    for flag, value, allowed in (("--layer-order", options.layer_order, LAYER_ORDERS),
+                                 ("--ranking", options.ranking, RANKINGS),
+                                 ("--score-against", options.score_against, TARGETS)):
+        if value not in allowed:
+            raise CompressError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}.")
+    if config.target != "teacher" and not Path(config.target).is_dir():
+        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
+    shape = teacher_config(config.teacher) if config.target == "teacher" else \
+        read_config(Path(config.target) / "student")[0]
+    _check_depth(shape.num_layers, options.drop_layers)
+    if options.drop_layers and shape.sharing != "none" and shape.groups > 1:
+        raise CompressError("--drop-layers cannot remove layers of a model that shares blocks in several groups.")
+
+
+def _check_depth(layers: int, drop: int) -> None:
+    if drop >= layers:
+        raise CompressError(f"--drop-layers {drop} would remove every layer: the model has {layers}.")
+
+
+def step_amounts(options: PruneOptions) -> list[Amount]:
+    """The cuts of each step as shares of the model that step cuts, so that after every step the whole
+    cut so far is (step / steps) of the asked one; layers are all dropped by the first step."""
+    amounts = []
+    for step in range(1, options.steps + 1):
+        def share(keep: float) -> float:
+            before, after = (1 - (1 - keep) * (step - 1) / options.steps), (1 - (1 - keep) * step / options.steps)
+            return after / before
+        amounts.append(Amount(heads=share(options.keep_heads), neurons=share(options.keep_ffn),
+                              drop_layers=options.drop_layers if step == 1 else 0, ranking=options.ranking,
+                              layer_order=options.layer_order))
+    return amounts
+
+
+def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...]) -> Recipe:
+    """Distillation from the unpruned model: its soft targets and, layer by layer, its hidden states
+    (same width, so no projection: kept layer i faces the unpruned model's layer i)."""
+    terms = [LossTerm("kd_kl", 1.0, {"temperature": KD_TEMPERATURE, "scale_by_t2": True}),
+             LossTerm("hidden_mse", 1.0)]
+    stage = Stage("recover", terms, epochs=options.recovery_epochs, lr=options.recovery_lr)
+    return Recipe("prune", [stage], LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
+
+
+def scoring_batches(data: TokenizedTask, examples: int, seed: int) -> list[dict[str, torch.Tensor]]:
+    """The first ``examples`` training examples of a seeded shuffle, in batches of 32."""
+    batches = []
+    for batch in data.dataloader("train", batch_size=32, shuffle=True, seed=seed):
+        batches.append(batch)
+        if sum(len(b["input_ids"]) for b in batches) >= examples:
+            break
+    return batches
+
+
+def prune_run(config: RunConfig, options: PruneOptions, show_progress: bool = True,
+              pipeline: str | None = None) -> RunResult:
+    """Prune ``config.target`` (the teacher or a run directory) as ``options`` say and write a run directory."""
+    check_pruning(config, options)
+    if config.target == "teacher":
+        task = run_task(config)
+        out = out_dir(config, task.name)
+        source = None
+    else:
+        source = run_source(Path(config.target))
+        config = replace(config, **source.settings)
+        out = out_dir(config, source.task.name)
+    with claimed(out, config.overwrite):
+        source = source or teacher_source(config, task, show_progress)
+        return _prune(config, options, source, out, show_progress, pipeline)
+
+
+def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, show_progress: bool,
+           pipeline: str | None) -> RunResult:
+    device = resolve_device(config.device)
+    data = source.data
+    reference = source.model.to(device).eval()
+    start = time.perf_counter()
+    with atomic_dir(out) as tmp, open(tmp / "log.jsonl", "w") as log:
+        batches = scoring_batches(data, options.scoring_examples, config.seed)
+        model: Encoder = reference
+        first: Keep | None = None
+        steps, stages = [], []
+        for number, amount in enumerate(step_amounts(options), 1):
+            importance = score(model, batches, device, options.score_against)
+            if number == 1 and options.head_curve:
+                curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device), config.seed)
+                plot_head_curve(curve, tmp / "head_curve.png", _name(source))
+            keep = choose(model.config, importance, amount)
+            model = prune_model(model, keep)
+            first = first or keep
+            steps.append({"step": number, "importance": importance.to_dict(), "kept": asdict(keep),
+                          "params": count_parameters(model).total})
+            if options.recovery_epochs:
+                seed_everything(config.seed + number)
+                recipe = recovery_recipe(options, first.layers)
+                stage = recipe.stages[0]
+                stages.append(distil_stage(replace(stage, name=f"recover {number}/{options.steps}"), recipe,
+                                           reference, model, data, "", config, device, log, show_progress))
+        test = evaluate(model, data.dataloader("test", batch_size=128), device)
+        model.cpu()
+        speed = measure_models(config, data, source=reference.cpu(), student=model)
+        layout = save_encoder(model, tmp / "student", tokenizer=load_tokenizer(str(source.directory)),
+                              label_names=source.task.label_names)
+        student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
+                               config=model.config.to_dict())
+        pruning = {"options": asdict(options), "steps": steps, "source_config": reference.config.to_dict(),
+                   "heads": model.config.heads, "ffn_sizes": model.config.ffn_sizes,
+                   "layers_kept": list(first.layers)}
+        if options.head_curve:
+            pruning["head_curve"] = curve
+        (tmp / "importance.json").write_text(json.dumps(steps, indent=1))
+        entry, teacher = source.entry, source.teacher
+        record = RunRecord(
+            method="prune", kind="pruning", seconds=round(time.perf_counter() - start, 1), seq_len=data.max_length,
+            dataset=dataset_record(source.task), teacher=teacher, student=student,
+            source=SourceRecord(source.kind, str(source.directory), source.parent, entry.params, entry.size_bytes,
+                                entry.accuracy, entry.macro_f1),
+            retention=retention(teacher, student), ratios=ratios(teacher, student), stages=stages,
+            chain=[*source.chain, ChainStep.of(str(Step("prune", config.options)), out, student, speed["student"])],
+            speed=speed | ({"teacher": speed["source"]} if source.kind == "teacher" else {}), pruning=pruning,
+        )
+        full_config = {"run": asdict(config), "options": asdict(options), "source": asdict(record.source),
+                       "recipe": recovery_recipe(options, first.layers).to_dict(),
+                       "parent": source.parent, "teacher": source.teacher_name, "max_length": data.max_length}
+        if pipeline:
+            full_config["pipeline"] = pipeline
+        write_run_record(tmp, record, full_config, seed=config.seed)
+    return RunResult(out, record)
+
+
+def _name(source: Source) -> str:
+    return source.teacher_name if source.kind == "teacher" else Path(source.parent or "").name
+
+
+def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device) -> float:
+    return evaluate(model, data.dataloader("test", batch_size=128), device).accuracy
+

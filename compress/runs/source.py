@@ -1,0 +1,70 @@
+"""What a transform takes: the fine-tuned teacher or the fp32 student of an earlier run, with its data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compress.data.batching import TokenizedTask, tokenize_task
+from compress.data.task import TaskData
+from compress.errors import CompressError
+from compress.models.checkpoints import load_encoder
+from compress.models.encoder import Encoder
+from compress.reports.records import ChainStep, ModelRecord, RunRecord, read_run_record
+from compress.reports.run_record import teacher_record
+from compress.runs.config import RunConfig, run_task
+from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.registry import load_tokenizer
+
+SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column")
+
+
+@dataclass
+class Source:
+    """The fp32 model a transform takes, the data it was trained on, and what it is measured against."""
+
+    kind: str                      # "teacher" or "run"
+    model: Encoder
+    directory: Path                # its weights and tokenizer
+    task: TaskData
+    data: TokenizedTask
+    teacher_name: str
+    teacher: ModelRecord           # the teacher's record (retention is measured against it)
+    entry: ModelRecord             # the source's own record
+    parent: str | None             # the run directory quantized, if any
+    settings: dict[str, Any]       # teacher, dataset and columns it was made with
+    chain: list[ChainStep]         # the steps that made it ([] for the teacher)
+
+
+def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
+                                 show_progress=show_progress)
+    model = finetuned.load().model
+    data = tokenized_for(finetuned, task)
+    entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
+    settings = {k: getattr(config, k) for k in SETTINGS}
+    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
+
+
+def parent_run(run_dir: Path) -> tuple[dict[str, Any], RunRecord]:
+    """The config.json and metrics.json of a run directory whose fp32 student is to be transformed (any run
+    that wrote one: distillation, pruning)."""
+    record = read_run_record(run_dir)
+    if record.quantized or not (run_dir / "student").is_dir():
+        raise CompressError(f"{run_dir} holds no fp32 student to transform; give a run that wrote one, or 'teacher'.")
+    return json.loads((run_dir / "config.json").read_text()), record
+
+
+def run_source(run_dir: Path) -> Source:
+    """The fp32 student of a run, with the data exactly as it was trained on."""
+    parent_config, parent = parent_run(run_dir)
+    run = parent_config["run"]
+    task = run_task(RunConfig(method=run["method"], **{k: run.get(k) for k in SETTINGS}))
+    if task.fingerprint != parent.dataset.fingerprint:
+        raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
+    student_dir = run_dir / "student"
+    data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
+    return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
+                  parent.teacher, parent.student, str(run_dir), {k: run.get(k) for k in SETTINGS}, parent.chain)
