@@ -1,0 +1,1 @@
+"""Importance scores and structural removal (pruning)."""
