@@ -157,8 +157,8 @@ def _chain_lines(record: RunRecord) -> list[str]:
 
 
 def _training_lines(record: RunRecord, config: dict[str, Any]) -> list[str]:
-    lines = ["## Training", ""]
-    for stage, spec in zip(record.stages, config["recipe"]["stages"]):
+    lines = ["## Training", ""] if record.stages else []
+    for stage, spec in zip(record.stages, config.get("recipe", {}).get("stages", []), strict=True):
         terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
                            for term in spec["terms"])
         lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
@@ -178,6 +178,8 @@ def _pruning_lines(record: RunRecord) -> list[str]:
     p = record.pruning
     if p is None:
         return []
+    if "vocabulary" in p:
+        return _vocabulary_lines(record)
     source, options = record.source, p["options"]
     before = EncoderConfig.from_dict(p["source_config"])
     after = EncoderConfig.from_dict(record.student.config)
@@ -215,6 +217,25 @@ def _pruning_lines(record: RunRecord) -> list[str]:
                   for share, a, b in zip(curve["shares_removed"], curve["importance"], curve["random"], strict=True)]
         lines += ["", "![head-importance curve](head_curve.png)", ""]
     return lines
+
+
+def _vocabulary_lines(record: RunRecord) -> list[str]:
+    v, source = record.pruning["vocabulary"], record.source
+    what = "the fine-tuned teacher" if source.kind == "teacher" else f"the student of `{source.parent}`"
+    text = "training split uses" if record.pruning["options"]["vocab_from"] == "train" else \
+        "train, dev and test splits use"
+    return [
+        "## Vocabulary pruning", "",
+        f"Pruned: {what} (test accuracy {source.accuracy:.4f}). The {text} {v['kept']:,} of the "
+        f"{v['vocab_size']:,} tokens (special tokens included); the other {v['removed']:,} ({v['share_removed']:.1%}) "
+        f"are gone, and with them {v['embedding_params_before'] - v['embedding_params_after']:,} of the "
+        f"{v['embedding_params_before']:,} token-embedding parameters (V x E, E = {v['embedding_size']}).", "",
+        f"The saved tokenizer numbers the kept tokens 0..{v['kept'] - 1}. A word whose pieces were all removed "
+        f"splits into other kept pieces or becomes [UNK]: {v['test_sentences_tokenized_differently']} of the "
+        f"{v['test_sentences']} test sentences are tokenized differently than before, which is where any "
+        "accuracy change comes from. Layers, FLOPs and speed are unchanged: a lookup in a smaller table "
+        "costs the same.", "",
+    ]
 
 
 def batched_change(quantization: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,9 +39,9 @@ from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
 from compress.reports.records import ChainStep, RunRecord, SourceRecord
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_run_record
-from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
+from compress.runs.config import RunConfig, RunResult
 from compress.runs.distillation import distil_stage, measure_models
-from compress.runs.source import Source, run_source, teacher_source
+from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer, teacher_config
 from compress.training import evaluate, seed_everything
 
@@ -144,16 +145,7 @@ def prune_run(config: RunConfig, options: PruneOptions, show_progress: bool = Tr
               pipeline: str | None = None) -> RunResult:
     """Prune ``config.target`` (the teacher or a run directory) as ``options`` say and write a run directory."""
     check_pruning(config, options)
-    if config.target == "teacher":
-        task = run_task(config)
-        out = out_dir(config, task.name)
-        source = None
-    else:
-        source = run_source(Path(config.target))
-        config = replace(config, **source.settings)
-        out = out_dir(config, source.task.name)
-    with claimed(out, config.overwrite):
-        source = source or teacher_source(config, task, show_progress)
+    with claimed_source(config, show_progress) as (config, source, out):
         return _prune(config, options, source, out, show_progress, pipeline)
 
 
@@ -184,36 +176,47 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
                 stage = recipe.stages[0]
                 stages.append(distil_stage(replace(stage, name=f"recover {number}/{options.steps}"), recipe,
                                            reference, model, data, "", config, device, log, show_progress))
-        test = evaluate(model, data.dataloader("test", batch_size=128), device)
-        model.cpu()
-        speed = measure_models(config, data, source=reference.cpu(), student=model)
-        layout = save_encoder(model, tmp / "student", tokenizer=load_tokenizer(str(source.directory)),
-                              label_names=source.task.label_names)
-        student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
-                               config=model.config.to_dict())
         pruning = {"options": asdict(options), "steps": steps, "source_config": reference.config.to_dict(),
-                   "heads": model.config.heads, "ffn_sizes": model.config.ffn_sizes,
                    "layers_kept": list(first.layers)}
         if options.head_curve:
             pruning["head_curve"] = curve
         (tmp / "importance.json").write_text(json.dumps(steps, indent=1))
-        entry, teacher = source.entry, source.teacher
-        record = RunRecord(
-            method="prune", kind="pruning", seconds=round(time.perf_counter() - start, 1), seq_len=data.max_length,
-            dataset=dataset_record(source.task), teacher=teacher, student=student,
-            source=SourceRecord(source.kind, str(source.directory), source.parent, entry.params, entry.size_bytes,
-                                entry.accuracy, entry.macro_f1),
-            retention=retention(teacher, student), ratios=ratios(teacher, student), stages=stages,
-            chain=[*source.chain, ChainStep.of(str(Step("prune", config.options)), out, student, speed["student"])],
-            speed=speed | ({"teacher": speed["source"]} if source.kind == "teacher" else {}), pruning=pruning,
-        )
-        full_config = {"run": asdict(config), "options": asdict(options), "source": asdict(record.source),
-                       "recipe": recovery_recipe(options, first.layers).to_dict(),
-                       "parent": source.parent, "teacher": source.teacher_name, "max_length": data.max_length}
-        if pipeline:
-            full_config["pipeline"] = pipeline
-        write_run_record(tmp, record, full_config, seed=config.seed)
+        extra = {"options": asdict(options), "recipe": recovery_recipe(options, first.layers).to_dict()}
+        record = write_pruned_run(tmp, out, config, source, model, data, load_tokenizer(str(source.directory)),
+                                  method="prune", stages=stages, pruning=pruning, extra_config=extra,
+                                  seconds=time.perf_counter() - start, pipeline=pipeline)
     return RunResult(out, record)
+
+
+def write_pruned_run(tmp: Path, out: Path, config: RunConfig, source: Source, model: Encoder, data: TokenizedTask,
+                     tokenizer: Any, *, method: str, stages: list[dict[str, Any]], pruning: dict[str, Any],
+                     extra_config: dict[str, Any], seconds: float, pipeline: str | None) -> RunRecord:
+    """Evaluate a pruned model on the test split of ``data``, time it against its source in this process,
+    and write student/, metrics.json, config.json and report.md into ``tmp`` (the run ``out``'s temporary)."""
+    device = next(model.parameters()).device
+    test = evaluate(model, data.dataloader("test", batch_size=128), device)
+    model.cpu()
+    # Each on its own inputs (a pruned vocabulary numbers the tokens differently), one after the other.
+    speed = measure_models(config, source.data, source=source.model.cpu()) | measure_models(config, data, student=model)
+    layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
+    student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
+                           config=model.config.to_dict())
+    entry, teacher = source.entry, source.teacher
+    record = RunRecord(
+        method=method, kind="pruning", seconds=round(seconds, 1), seq_len=data.max_length,
+        dataset=dataset_record(source.task), teacher=teacher, student=student,
+        source=SourceRecord(source.kind, str(source.directory), source.parent, entry.params, entry.size_bytes,
+                            entry.accuracy, entry.macro_f1),
+        retention=retention(teacher, student), ratios=ratios(teacher, student), stages=stages,
+        chain=[*source.chain, ChainStep.of(str(Step(method, config.options)), out, student, speed["student"])],
+        speed=speed | ({"teacher": speed["source"]} if source.kind == "teacher" else {}), pruning=pruning,
+    )
+    full_config = {"run": asdict(config), **extra_config, "source": asdict(record.source), "parent": source.parent,
+                   "teacher": source.teacher_name, "max_length": data.max_length}
+    if pipeline:
+        full_config["pipeline"] = pipeline
+    write_run_record(tmp, record, full_config, seed=config.seed)
+    return record
 
 
 def _name(source: Source) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,8 @@ from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, 
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.reports.records import ChainStep, RunRecord, SourceRecord
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, write_run_record
-from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
-from compress.runs.source import Source, run_source, teacher_source
+from compress.runs.config import RunConfig, RunResult
+from compress.runs.source import Source, claimed_source
 
 CALIBRATION_EXAMPLES = 256
 
@@ -90,17 +90,7 @@ def quantize_run(config: RunConfig, method: QuantMethod, backend: str = "auto", 
     runs on and keep the fastest), evaluate it on the test split, write a run directory. ``pipeline``,
     when this run is a step of one, is recorded in its config.json."""
     backends, skipped = check_quantization(config, method, backend)
-    if config.target == "teacher":
-        task = run_task(config)
-        out = out_dir(config, task.name)
-        source = None   # the teacher is fine-tuned once --out is claimed: a taken one fails first
-    else:
-        source = run_source(Path(config.target))
-        # The student's own data and teacher, not the command line's defaults, are what this run used.
-        config = replace(config, **source.settings)
-        out = out_dir(config, source.task.name)
-    with claimed(out, config.overwrite):
-        source = source or teacher_source(config, task, show_progress)
+    with claimed_source(config, show_progress) as (config, source, out):
         return _quantize(config, method, backend, source, out, backends, skipped, pipeline)
 
 

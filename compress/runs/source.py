@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from compress.models.checkpoints import load_encoder
 from compress.models.encoder import Encoder
 from compress.reports.records import ChainStep, ModelRecord, RunRecord, read_run_record
 from compress.reports.run_record import teacher_record
-from compress.runs.config import RunConfig, run_task
+from compress.runs.config import RunConfig, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -68,3 +70,21 @@ def run_source(run_dir: Path) -> Source:
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
                   parent.teacher, parent.student, str(run_dir), {k: run.get(k) for k in SETTINGS}, parent.chain)
+
+
+@contextmanager
+def claimed_source(config: RunConfig, show_progress: bool) -> Iterator[tuple[RunConfig, Source, Path]]:
+    """The source of a transform run, its config (with the source's own teacher and data settings when it
+    is a run) and its claimed run directory. The teacher is fine-tuned only once the directory is
+    claimed, so a taken --out fails first."""
+    source = None
+    if config.target == "teacher":
+        task = run_task(config)
+        out = out_dir(config, task.name)
+    else:
+        source = run_source(Path(config.target))
+        # The student's own data and teacher, not the command line's defaults, are what this run used.
+        config = replace(config, **source.settings)
+        out = out_dir(config, source.task.name)
+    with claimed(out, config.overwrite):
+        yield config, source or teacher_source(config, task, show_progress), out
