@@ -244,3 +244,45 @@ def test_a_bad_pipeline_fails_in_one_line_before_training(tiny, args, expected):
     assert len(lines) == 1 and expected in lines[0], done.stderr
     assert not out.exists() and not out.parent.joinpath("never-pipeline-int8").exists()
     assert not (tiny["root"] / "empty-cache" / "teachers").exists()
+
+
+def test_distilbert_then_prune_then_int8_runs_end_to_end(tiny):
+    """The chain a user deploys: each step is a run directory, the pruned model is smaller and dense."""
+    out, done = _run(tiny, "distilbert+prune+int8", "--keep-heads", "0.5", "--keep-ffn", "0.25",
+                     "--recovery-epochs", "1", out=tiny["root"] / "chain")
+    assert done.returncode == 0, done.stderr
+    pruned_dir = tiny["root"] / "chain-prune"
+    assert {"student", "importance.json", "head_curve.png", "log.jsonl", "report.md"} <= \
+        {p.name for p in pruned_dir.iterdir()}
+    student = load_encoder(out / "student").model
+    pruned = load_encoder(pruned_dir / "student").model
+    # Global ranking may keep more heads in one layer than another; the totals are what was asked.
+    assert sum(pruned.config.heads_of(b) for b in range(pruned.config.num_attention_blocks)) == \
+        round(0.5 * student.config.num_heads * student.config.num_layers)
+    assert sum(pruned.config.ffn_size_of(b) for b in range(pruned.config.num_ffn_blocks)) == \
+        round(0.25 * student.config.ffn_size * student.config.num_layers)
+    metrics = json.loads((pruned_dir / "metrics.json").read_text())
+    assert metrics["kind"] == "pruning" and metrics["source"]["kind"] == "run"
+    assert metrics["student"]["params"] < metrics["source"]["params"]
+    assert metrics["student"]["flops"] < json.loads((out / "metrics.json").read_text())["student"]["flops"]
+    assert len(metrics["pruning"]["head_curve"]["importance"]) == 10
+    last = json.loads((tiny["root"] / "chain-prune-int8" / "metrics.json").read_text())
+    assert [step["step"].split("[")[0] for step in last["chain"]] == ["distilbert", "prune", "int8"]
+    assert "heads kept" in (pruned_dir / "report.md").read_text()
+
+
+def test_prune_vocab_keeps_the_tokens_the_training_text_uses(tiny):
+    from transformers import AutoTokenizer
+
+    out = tiny["root"] / "vocab"
+    done = run_cli("run", "prune-vocab", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--out", str(out), *COMMON[6:], env=tiny["env"])   # the teacher's settings: nothing trains
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    vocabulary = metrics["pruning"]["vocabulary"]
+    model = load_encoder(out / "student").model
+    tokenizer = AutoTokenizer.from_pretrained(out / "student")
+    assert model.config.vocab_size == vocabulary["kept"] == len(tokenizer) < 200   # the tiny CSV uses few tokens
+    assert metrics["source"]["params"] - metrics["student"]["params"] == \
+        vocabulary["removed"] * model.config.embedding_size
+    assert metrics["student"]["accuracy"] == metrics["source"]["accuracy"]   # every test word is in the train text

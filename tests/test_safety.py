@@ -66,6 +66,12 @@ def _leftovers(parent: Path, name: str) -> list[str]:
     (("run", "albert", "--lr", "0"), "--lr"),
     (("run", "albert", "--patience", "0"), "--patience"),
     (("run", "albert", "--teacher-lr", "-1"), "lr"),
+    (("run", "prune", "--keep-heads", "0"), "--keep-heads"),
+    (("run", "prune", "--keep-ffn", "1.5"), "--keep-ffn"),
+    (("run", "prune", "--drop-layers", "6"), "--drop-layers"),     # minilm has 6 layers
+    (("run", "int8", "--keep-heads", "0.5"), "--keep-heads"),      # a method that does not prune
+    (("run", "albert", "--keep-ffn", "0.5"), "--keep-ffn"),
+    (("run", "prune-vocab", "--vocab-from", "everything"), "--vocab-from"),
 ])
 def test_a_usage_error_is_one_line_naming_the_option_with_exit_2(args, named, tmp_path, monkeypatch, cli):
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
