@@ -252,3 +252,56 @@ def test_scores_against_predictions_use_the_models_own_argmax():
     assert score(model, batches, target="predictions").heads == score(model, relabelled).heads
     with pytest.raises(ValueError, match="target"):
         score(model, batches, target="gold")
+
+
+# --- choosing what to keep ---------------------------------------------------------------------------
+
+
+def _importance(config: EncoderConfig):
+    from compress.prune.importance import Importance
+
+    # Block b's head h scores (b + 1) * (h + 1) before normalisation: later blocks and heads matter more.
+    heads = [[(b + 1) * (h + 1) for h in range(config.num_heads)] for b in range(config.num_layers)]
+    neurons = [[float((7 * i + b) % 13) for i in range(config.ffn_size)] for b in range(config.num_layers)]
+    return Importance(heads=heads, neurons=neurons, layers=[0.5, 0.1, 0.3, 0.2], base_loss=1.0, examples=8,
+                      target="labels")
+
+
+def test_global_ranking_keeps_the_best_anywhere_and_layer_ranking_the_best_of_each_layer():
+    from compress.prune.select import Amount, choose
+
+    config = tiny_config()
+    importance = _importance(config)
+    glob = choose(config, importance, Amount(heads=0.25, neurons=0.5, ranking="global"))
+    assert glob.heads == ((), (), (2, 3), (2, 3))   # 16, 12, 12, 9: the best four anywhere, ties to the lower block
+    assert sum(map(len, glob.neurons)) == 128
+    per_layer = choose(config, importance, Amount(heads=0.5, neurons=0.5, ranking="layer"))
+    assert per_layer.heads == ((2, 3),) * 4 and all(len(n) == 32 for n in per_layer.neurons)
+    kept = per_layer.neurons[0]
+    assert min(importance.neurons[0][i] for i in kept) >= max(
+        importance.neurons[0][i] for i in range(64) if i not in kept)
+
+
+def test_layers_go_from_the_top_or_by_the_least_loss_increase():
+    from compress.prune.select import Amount, choose
+
+    config = tiny_config()
+    importance = _importance(config)
+    assert choose(config, importance, Amount(drop_layers=2)).layers == (0, 1)
+    by_importance = choose(config, importance, Amount(drop_layers=2, layer_order="importance"))
+    assert by_importance.layers == (0, 2)   # layers 1 and 3 raise the loss least when skipped
+    # Heads and neurons are ranked among the layers that remain only.
+    assert by_importance.heads[1] == by_importance.heads[3] == ()
+
+
+def test_iterative_steps_reach_the_asked_share_in_equal_slices():
+    from compress.runs.pruning import PruneOptions, step_amounts
+
+    amounts = step_amounts(PruneOptions(keep_heads=0.4, keep_ffn=0.7, drop_layers=2, steps=3))
+    kept_heads = kept_ffn = 1.0
+    for number, amount in enumerate(amounts, 1):
+        kept_heads *= amount.heads
+        kept_ffn *= amount.neurons
+        assert kept_heads == pytest.approx(1 - 0.6 * number / 3)
+        assert kept_ffn == pytest.approx(1 - 0.3 * number / 3)
+    assert [a.drop_layers for a in amounts] == [2, 0, 0]

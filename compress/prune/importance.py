@@ -18,7 +18,7 @@ layers   the increase of the mean loss when layer l is skipped (its gate set to 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -53,8 +53,10 @@ def _loss(model: Encoder, batch: Batch, target: str, gates: Gates | None = None)
 
 
 def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str = "cpu",
-          target: str = "labels") -> Importance:
-    """Head, neuron and layer importance of ``model`` over ``batches`` (collated training examples)."""
+          target: str = "labels", tick: Callable[[], None] | None = None) -> Importance:
+    """Head, neuron and layer importance of ``model`` over ``batches`` (collated training examples);
+    ``tick`` is called after each of the (1 + layers) * batches passes, for a progress bar."""
+    tick = tick or (lambda: None)
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}.")
     config = model.config
@@ -85,11 +87,12 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
                 neurons[b] += _taylor(block, named, f"ffn.{b}.").abs()
         total += float(loss.detach()) * len(batch["input_ids"])
         examples += len(batch["input_ids"])
+        tick()
     steps = max(1, len(batches))
     heads = [h / steps for h in heads]
     heads = [h / h.norm() if h.norm() > 0 else h for h in heads]
     base = total / max(1, examples)
-    layers = [_skipped_loss(model, batches, target, layer) - base for layer in range(config.num_layers)]
+    layers = [_skipped_loss(model, batches, target, layer, tick) - base for layer in range(config.num_layers)]
     model.train(was_training)
     for p, flag in zip(model.parameters(), wanted, strict=True):
         p.requires_grad_(flag)
@@ -112,11 +115,12 @@ def _taylor(block: torch.nn.Module, grads: dict[str, torch.Tensor | None], prefi
 
 
 @torch.no_grad()
-def _skipped_loss(model: Encoder, batches: list[Batch], target: str, layer: int) -> float:
+def _skipped_loss(model: Encoder, batches: list[Batch], target: str, layer: int, tick: Callable[[], None]) -> float:
     gate = torch.ones(model.config.num_layers, device=next(model.parameters()).device)
     gate[layer] = 0.0
     total, count = 0.0, 0
     for batch in batches:
         total += float(_loss(model, batch, target, Gates(layers=gate))) * len(batch["input_ids"])
         count += len(batch["input_ids"])
+        tick()
     return total / max(1, count)

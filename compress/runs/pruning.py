@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compress.data.batching import TokenizedTask
 from compress.device import resolve_device
@@ -33,7 +37,7 @@ from compress.models.accounting import count_parameters
 from compress.models.checkpoints import read_config, save_encoder
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
-from compress.prune.curve import head_curve, plot_head_curve
+from compress.prune.curve import SHARES, head_curve, plot_head_curve
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
@@ -161,9 +165,12 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
         first: Keep | None = None
         steps, stages = [], []
         for number, amount in enumerate(step_amounts(options), 1):
-            importance = score(model, batches, device, options.score_against)
+            passes = len(batches) * (1 + model.config.num_layers)
+            with _bar(show_progress, f"prune: importance {number}/{options.steps}", passes) as tick:
+                importance = score(model, batches, device, options.score_against, tick)
             if number == 1 and options.head_curve:
-                curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device), config.seed)
+                with _bar(show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick:
+                    curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), config.seed)
                 plot_head_curve(curve, tmp / "head_curve.png", _name(source))
             keep = choose(model.config, importance, amount)
             model = prune_model(model, keep)
@@ -223,6 +230,17 @@ def _name(source: Source) -> str:
     return source.teacher_name if source.kind == "teacher" else Path(source.parent or "").name
 
 
-def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device) -> float:
-    return evaluate(model, data.dataloader("test", batch_size=128), device).accuracy
+def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:
+    accuracy = evaluate(model, data.dataloader("test", batch_size=128), device).accuracy
+    tick()
+    return accuracy
+
+
+@contextmanager
+def _bar(show: bool, description: str, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr (stdout stays clean for --json); yields the function that advances it."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not show, console=Console(stderr=True)) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda: progress.advance(task)
 
