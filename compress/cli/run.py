@@ -16,6 +16,7 @@ from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.errors import CompressError
 from compress.methods.registry import all_methods, default_of, field_type, flag_of, names
+from compress.models.config import EncoderConfig
 from compress.reports.records import RunRecord
 from compress.reports.run_record import batched_change
 from compress.teachers.registry import DEFAULT_TEACHER
@@ -166,4 +167,23 @@ def _summary(record: RunRecord, directory) -> None:
         console.print(f"  backend {q['backend']}: {q['chosen_by']}")
         if q["note"]:
             console.print(f"  [yellow]note:[/] {q['note']}")
+    if record.pruning is not None:
+        console.print(f"  {_pruned(record)}")
     console.print(f"run directory: {directory} (report.md, metrics.json)")
+
+
+def _pruned(record: RunRecord) -> str:
+    """What a pruning run kept and what it bought, in one line."""
+    p, speed = record.pruning, record.speed
+    if "vocabulary" in p:
+        v = p["vocabulary"]
+        return (f"kept {v['kept']:,} of {v['vocab_size']:,} tokens; {v['test_sentences_tokenized_differently']} of "
+                f"{v['test_sentences']} test sentences tokenized differently")
+    source = EncoderConfig.from_dict(p["source_config"])
+    after = EncoderConfig.from_dict(record.student.config)
+    src, new = speed["source"], speed["student"]
+    return (f"kept heads {after.total_heads}/{source.total_heads}, FFN neurons {after.total_ffn}/"
+            f"{source.total_ffn}, layers {after.num_layers}/{source.num_layers}; batch-1 latency "
+            f"{new['latency_ms_p50']:.1f} ms vs {src['latency_ms_p50']:.1f} ms unpruned "
+            f"({src['latency_ms_p50'] / new['latency_ms_p50']:.2f}x), throughput at batch "
+            f"{new['config']['batch_size']} {new['throughput'] / src['throughput']:.2f}x")

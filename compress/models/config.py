@@ -131,6 +131,16 @@ class EncoderConfig:
         """True when some block has its own number of heads or FFN width (transformers cannot hold it)."""
         return self.heads is not None or self.ffn_sizes is not None
 
+    @property
+    def total_heads(self) -> int:
+        """Heads held in memory, over every attention block."""
+        return sum(self.heads_of(b) for b in range(self.num_attention_blocks))
+
+    @property
+    def total_ffn(self) -> int:
+        """FFN neurons held in memory, over every feed-forward block."""
+        return sum(self.ffn_size_of(b) for b in range(self.num_ffn_blocks))
+
     def heads_of(self, block: int) -> int:
         """Heads of attention block ``block``."""
         return self.num_heads if self.heads is None else self.heads[block]

@@ -117,10 +117,11 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     return RunResult(out, record)
 
 
-def measure_models(config: RunConfig, data, **models: Encoder) -> dict[str, dict]:
-    """Each model's speed, measured one after another in this process on the same inputs."""
+def measure_models(config: RunConfig, data, seq_len: int | None = None, **models: Encoder) -> dict[str, dict]:
+    """Each model's speed, measured one after another in this process on the same inputs, at ``seq_len``
+    tokens (default: the test split's 95th percentile)."""
     speed = SpeedConfig(threads=config.threads or default_threads())
-    seq_len = speed_seq_len(data)
+    seq_len = seq_len or speed_seq_len(data)
     return {name: measure_speed(TorchPredictor(model), data, seq_len, speed) for name, model in models.items()}
 
 

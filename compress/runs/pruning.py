@@ -27,6 +27,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from compress.bench.inputs import speed_seq_len
 from compress.data.batching import TokenizedTask
 from compress.device import resolve_device
 from compress.distill.layer_maps import LayerMap
@@ -203,8 +204,10 @@ def write_pruned_run(tmp: Path, out: Path, config: RunConfig, source: Source, mo
     device = next(model.parameters()).device
     test = evaluate(model, data.dataloader("test", batch_size=128), device)
     model.cpu()
-    # Each on its own inputs (a pruned vocabulary numbers the tokens differently), one after the other.
-    speed = measure_models(config, source.data, source=source.model.cpu()) | measure_models(config, data, student=model)
+    # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
+    seq_len = speed_seq_len(source.data)
+    speed = measure_models(config, source.data, seq_len, source=source.model.cpu()) | \
+        measure_models(config, data, seq_len, student=model)
     layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
     student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
                            config=model.config.to_dict())
