@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from helpers import run_cli
 from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
@@ -38,7 +39,8 @@ def test_explain_all_covers_every_method_and_renders_tables():
     done = run_cli("explain", "all", "--json")
     assert done.returncode == 0, done.stderr
     methods = json.loads(done.stdout)["methods"]
-    assert set(methods) == {"albert", "distilbert", "tinybert", "quantize"}
+    assert set(methods) == {"albert", "distilbert", "tinybert", "prune", "prune-vocab", "quantize"}
+    assert methods["prune"]["student"]["flops"] * 2 == pytest.approx(methods["prune"]["teacher"]["flops"], rel=0.01)
     assert methods["distilbert"]["student"]["config"]["num_layers"] == 3
     assert methods["tinybert"]["student"]["config"]["hidden_size"] == 312
     quantize = methods["quantize"]
@@ -53,7 +55,7 @@ def test_explain_all_covers_every_method_and_renders_tables():
 
 def test_bad_input_is_one_line_and_exit_2():
     for args, expected in [
-        (("explain", "pruning"), "albert, distilbert, tinybert, quantize"),
+        (("explain", "pruning"), "albert, distilbert, tinybert, prune, prune-vocab, quantize"),
         (("explain", "albert", "--teacher", "gpt-17"), "minilm, bert-base, bert-large"),
         (("explain", "albert", "--seq-len", "0"), "--seq-len"),
     ]:

@@ -18,7 +18,7 @@ RATIOS = {"params": 3.5, "flops": 2.0, "size_bytes": 4.1}
 
 def test_the_registry_finds_every_method_module_in_rank_order():
     assert names("student") == ["albert", "distilbert", "tinybert"]
-    assert names("transform") == ["prune", "int8", "static-int8", "bf16", "fp16", "onnx"]
+    assert names("transform") == ["prune", "prune-vocab", "int8", "static-int8", "bf16", "fp16", "onnx"]
     assert len(set(m.rank for m in all_methods())) == len(all_methods())
 
 
@@ -64,5 +64,5 @@ def test_options_from_text_are_converted_by_field_type():
 
 
 def test_explain_all_lists_topics_and_a_method_name_finds_its_topic():
-    assert list(topics()) == ["albert", "distilbert", "tinybert", "prune", "quantize"]
+    assert list(topics()) == ["albert", "distilbert", "tinybert", "prune", "prune-vocab", "quantize"]
     assert explain("int8", "bert-base")["method"] == "quantize"

@@ -42,6 +42,6 @@ def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
 METHOD = register(Transform(
     name="prune-vocab", rank=95, family="pruning", label="vocabulary pruning",
     summary="the token-embedding rows of the tokens the training text uses, renumbered",
-    options=VocabOptions, why=WHY, explain=explain, topic="prune", takes="fp32", gives="fp32",
+    options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
     check=check_vocab_pruning, run=vocab_prune_run,
 ))
