@@ -236,3 +236,27 @@ def test_only_wordpiece_tokenizers_are_supported() -> None:
     model = Encoder(tiny_config(vocab_size=3))
     with pytest.raises(CompressError, match="WordPiece \\(BERT\\) tokenizers only, and this one is WordLevel"):
         prune_vocabulary(model, tokenizer, [0, 1])
+
+
+def test_a_renumbered_predictor_reads_teacher_ids_as_its_own():
+    """compare times every model on the teacher's token ids; a vocabulary-pruned one gets them renumbered."""
+    import numpy as np
+
+    from compress.quantize.predictors import RenumberedPredictor, renumbering
+
+    teacher = {"[PAD]": 0, "[UNK]": 1, "good": 2, "bad": 3, "film": 4}
+    pruned = {"[PAD]": 0, "[UNK]": 1, "film": 2}
+    assert renumbering(teacher, dict(teacher), 1) is None
+    table = renumbering(teacher, pruned, 1)
+    seen = []
+
+    class Echo:
+        backend, dtype = "torch", "fp32"
+
+        def __call__(self, inputs):
+            seen.append(inputs["input_ids"])
+            return np.zeros((len(inputs["input_ids"]), 2), dtype=np.float32)
+
+    predictor = RenumberedPredictor(Echo(), table)
+    predictor({"input_ids": np.array([[2, 4, 3, 0]]), "attention_mask": np.ones((1, 4), dtype=np.int64)})
+    assert seen[0].tolist() == [[1, 2, 1, 0]] and predictor.backend == "torch"

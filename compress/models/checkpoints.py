@@ -6,7 +6,8 @@ Formats a directory may hold:
   ``config.json``: ``model.safetensors``, sharded safetensors, or ``pytorch_model.bin`` (read with
   ``weights_only=True``, never a full unpickle);
 * the compress format: ``compress_config.json`` + ``model.safetensors`` in our own names, for
-  shapes transformers cannot hold (factorized without sharing, partial sharing, ...).
+  shapes transformers cannot hold (factorized without sharing, partial sharing, pruned
+  blocks of their own sizes, ...).
 
 :func:`save_encoder` writes the transformers layout whenever the shape allows it, so a student
 leaves compress as an ordinary ``AutoModelForSequenceClassification`` directory.

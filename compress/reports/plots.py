@@ -25,7 +25,7 @@ from compress.models.accounting import COMPONENTS
 DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
 UNKNOWN_PARAMS_AREA = 40.0
-KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e", "pipeline": "#2ca02c"}
+KIND_COLORS = {"distillation": "#1f77b4", "quantization": "#ff7f0e", "pruning": "#9467bd", "pipeline": "#2ca02c"}
 STEP_COLOR = KIND_COLORS["pipeline"]
 OTHER_COLOR = "#7f7f7f"
 TEACHER_COLOR = "#333333"

@@ -40,7 +40,7 @@ from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
-from compress.quantize.predictors import Predictor, TorchPredictor
+from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
 from compress.reports.comparison import write_comparison
 from compress.reports.records import (
     ChainStep,
@@ -55,7 +55,7 @@ from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig
 from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.teachers.registry import DEFAULT_TEACHER, teacher_config
+from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
 
 
 def default_methods() -> list[str]:
@@ -147,10 +147,14 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     return record if same and record.dataset.fingerprint == split_fingerprint else None
 
 
-def _predictor(record: RunRecord, run_dir: Path, threads: int) -> Predictor:
-    if record.quantized:
-        return load_artefact(run_dir / "model", threads)
-    return TorchPredictor(load_encoder(run_dir / "student").model)
+def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int]) -> Predictor:
+    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
+    model_dir = run_dir / ("model" if record.quantized else "student")
+    predictor = load_artefact(model_dir, threads) if record.quantized else \
+        TorchPredictor(load_encoder(model_dir).model)
+    tokenizer = load_tokenizer(str(model_dir))
+    table = renumbering(teacher_vocab, tokenizer.get_vocab(), tokenizer.unk_token_id)
+    return predictor if table is None else RenumberedPredictor(predictor, table)
 
 
 def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
@@ -199,7 +203,8 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
     say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
     teacher = finetuned.load().model
     predictors = {"teacher": TorchPredictor(teacher)}
-    predictors |= {name: _predictor(record, run_dir, threads) for name, (run_dir, record) in runs.items()}
+    vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
+    predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, (run_dir, record) in runs.items()}
     speeds = measure_all(predictors, data, seq_len, speed_config)
     teacher_record, teacher_speed = next(iter(runs.values()))[1].teacher, speeds["teacher"]
     by_name = {step.name: step for step in planned}

@@ -103,14 +103,11 @@ def check_pruning(config: RunConfig, options: PruneOptions) -> None:
         raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
     shape = teacher_config(config.teacher) if config.target == "teacher" else \
         read_config(Path(config.target) / "student")[0]
-    _check_depth(shape.num_layers, options.drop_layers)
+    if options.drop_layers >= shape.num_layers:
+        raise CompressError(f"--drop-layers {options.drop_layers} would remove every layer: the model has "
+                            f"{shape.num_layers}.")
     if options.drop_layers and shape.sharing != "none" and shape.groups > 1:
         raise CompressError("--drop-layers cannot remove layers of a model that shares blocks in several groups.")
-
-
-def _check_depth(layers: int, drop: int) -> None:
-    if drop >= layers:
-        raise CompressError(f"--drop-layers {drop} would remove every layer: the model has {layers}.")
 
 
 def step_amounts(options: PruneOptions) -> list[Amount]:
@@ -182,6 +179,8 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
                 seed_everything(config.seed + number)
                 recipe = recovery_recipe(options, first.layers)
                 stage = recipe.stages[0]
+                # The recipe reads hidden states, so the unpruned model runs on every batch and no cache of
+                # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
                 stages.append(distil_stage(replace(stage, name=f"recover {number}/{options.steps}"), recipe,
                                            reference, model, data, "", config, device, log, show_progress))
         pruning = {"options": asdict(options), "steps": steps, "source_config": reference.config.to_dict(),
