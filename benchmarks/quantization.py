@@ -26,7 +26,8 @@ from compress.data.load import load_task
 from compress.methods._quantization import quant_format
 from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
-from compress.runs.quantization import calibration_batches, run_source
+from compress.runs.quantization import calibration_batches
+from compress.runs.source import run_source
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 
 # (method, backend) pairs timed against PyTorch fp32.

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
 
 from compress.bench import (
     Timing,
@@ -153,3 +156,12 @@ def test_measure_all_alternates_order_and_keeps_each_batch_sizes_fastest_pass(mo
     assert a["peak_memory_bytes"] == 90 and b["passes"] == 3
     with pytest.raises(CompressError):
         speed.measure_all({"a": "a"}, None, 8, speed.SpeedConfig(threads=1), passes=0)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))
+def test_every_benchmark_script_answers_help(script):
+    """A benchmark's imports follow the library as it moves (none is run by the suite at full size)."""
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout

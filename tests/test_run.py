@@ -91,7 +91,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("tinybert",), "no wider and no deeper than its teacher"),
         (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),
         (("distilbert", "--layer-map", "1,2,3"), "invalid layer map"),
-        (("distilbert", "--then", "albert"), "--then takes a quantization method"),
+        (("distilbert", "--then", "albert"), "--then takes a pruning or quantization method"),
         (("bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
         (("int8", "--backend", "tvm"), "unknown backend 'tvm'"),
         (("int8", "--sharing", "all"), "int8 trains nothing"),

@@ -55,7 +55,7 @@ from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig
 from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
+from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
 
 def default_methods() -> list[str]:
@@ -152,7 +152,7 @@ def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: di
     model_dir = run_dir / ("model" if record.quantized else "student")
     predictor = load_artefact(model_dir, threads) if record.quantized else \
         TorchPredictor(load_encoder(model_dir).model)
-    tokenizer = load_tokenizer(str(model_dir))
+    tokenizer = saved_tokenizer(model_dir)
     table = renumbering(teacher_vocab, tokenizer.get_vocab(), tokenizer.unk_token_id)
     return predictor if table is None else RenumberedPredictor(predictor, table)
 

@@ -131,3 +131,8 @@ def _tokenizer(directory: str) -> Any:
 def load_tokenizer(name_or_dir: str) -> Any:
     """The teacher's tokenizer (a transformers fast tokenizer)."""
     return _tokenizer(str(resolve_teacher_dir(name_or_dir)))
+
+
+def saved_tokenizer(directory: Path) -> Any:
+    """The tokenizer saved beside a model that is not a checkpoint (a quantized or ONNX artefact)."""
+    return _tokenizer(str(directory))
