@@ -141,9 +141,10 @@ class AttentionBlock(nn.Module):
         return x.view(b, n, self.num_heads, self.head_size).transpose(1, 2)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, explicit: bool, gate: torch.Tensor | None = None
+        self, x: torch.Tensor, mask: torch.Tensor | None, explicit: bool, gate: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """x: (B, n, H); mask: additive (B, 1, 1, n); gate: (heads,) or None. Returns (output, scores, probs).
+        """x: (B, n, H); mask: additive (B, 1, 1, n) or None (no padding); gate: (heads,) or None.
+        Returns (output, scores, probs).
 
         ``explicit`` computes the scores and probabilities (to return them); otherwise the fused
         ``scaled_dot_product_attention`` kernel computes the same result without them.
@@ -156,7 +157,9 @@ class AttentionBlock(nn.Module):
         p = self.attention_dropout if self.training else 0.0
         scores = probs = None
         if explicit:
-            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_size) + mask
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_size)
+            if mask is not None:
+                scores = scores + mask
             probs = scores.softmax(dim=-1)
             context = F.dropout(probs, p=p, training=self.training) @ v
         else:
@@ -190,6 +193,19 @@ class FeedForwardBlock(nn.Module):
         a = _activation(self.activation, self.intermediate(x))
         y = self.output(a if gate is None else a * gate)
         return self.layer_norm(x + self.dropout(y))
+
+
+def _padding_free(attention_mask: torch.Tensor) -> bool:
+    """True when no position is padding and the model is not being traced.
+
+    ``scaled_dot_product_attention`` given a mask runs its general kernel; given none, the fused
+    flash-attention kernel, which on CPU made the minilm teacher ~15% faster at batch 32 (64 tokens,
+    2 threads; ``benchmarks/encoder.py``) and is what ``transformers`` does too. A traced graph (the ONNX
+    export) keeps the mask: its later inputs may be padded.
+    """
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return False
+    return bool(attention_mask.all())
 
 
 class Encoder(nn.Module):
@@ -237,8 +253,10 @@ class Encoder(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings(input_ids, token_type_ids)
-        # Additive mask: 0 where a key may be attended, the most negative value where it is padding.
-        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        # Additive mask: 0 where a key may be attended, the most negative value where it is padding;
+        # None where nothing is padding, so the attention kernel runs unmasked (see _padding_free).
+        mask = None if _padding_free(attention_mask) else \
+            (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
 
         hidden = [x] if output_hidden_states else None
         scores: list[torch.Tensor] = []
