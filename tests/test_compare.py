@@ -11,7 +11,10 @@ from compress.bench.machine import cpu_features
 from compress.quantize.torch_backend import half_available
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS
 from compress.reports.records import Comparison
-from compress.runs.compare import default_methods
+from compress.runs.compare import PRUNING_PIPELINE, default_methods, plan_runs
+
+# Every run of the default set: its methods and pipelines with each intermediate step (distilbert+prune).
+DEFAULT_RUNS = [run.name for run in plan_runs(default_methods())]
 
 # Four layers of 312: the smallest teacher every method's default student fits (TinyBERT-4 is 4 x 312).
 FAST = ("--epochs", "1", "--batch-size", "16", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
@@ -43,7 +46,8 @@ def test_comparison_has_every_method_with_every_field(compared):
     data = json.loads((compared["out"] / "comparison.json").read_text())
     assert data == compared["first"]
     assert Comparison.from_dict(data).to_dict() == data   # the typed record round-trips through JSON
-    assert [m["method"] for m in data["methods"]] == default_methods()
+    assert [m["method"] for m in data["methods"]] == DEFAULT_RUNS
+    assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune"} <= set(DEFAULT_RUNS)
     teacher = data["teacher"]
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:
@@ -67,6 +71,15 @@ def test_comparison_has_every_method_with_every_field(compared):
         assert [step["run_dir"] for step in chain] == [first["run_dir"], pipeline["run_dir"]]
         assert chain[0]["accuracy"] == first["accuracy"] and chain[1]["accuracy"] == pipeline["accuracy"]
         assert (compared["out"] / f"steps-{student}-int8.png").stat().st_size > 0
+    # Pruning's rows carry the per-layer picture of what was kept, and the report draws it.
+    prune = by_name["prune"]["layers"]
+    assert [row["layer"] for row in prune] == [1, 2, 3, 4]
+    assert all(0 <= row["heads"] <= row["heads_of"] and 0 <= row["ffn"] <= row["ffn_of"] for row in prune)
+    assert sum(row["heads"] for row in prune) < sum(row["heads_of"] for row in prune)
+    assert by_name["distilbert"]["layers"] is None and by_name["prune-vocab"]["layers"] is None
+    assert by_name[PRUNING_PIPELINE]["steps"] == ["distilbert", "distilbert+prune", PRUNING_PIPELINE]
+    assert by_name[PRUNING_PIPELINE]["layers"] == by_name["distilbert+prune"]["layers"] is not None
+    assert "FFN neurons kept" in (compared["out"] / "comparison.md").read_text()
     assert data["accuracy_standard_error"] == pytest.approx(
         (teacher["accuracy"] * (1 - teacher["accuracy"]) / data["dataset"]["sizes"]["test"]) ** 0.5)
     assert by_name["albert"]["params"] < teacher["params"]
@@ -81,7 +94,7 @@ def test_comparison_has_every_method_with_every_field(compared):
 
 def test_the_real_comparison_renders_in_a_browser(compared):
     with chromium_page(compared["out"] / "comparison.html") as (page, _):
-        assert page.locator("table#comparison tbody tr").count() == len(default_methods()) + 1
+        assert page.locator("table#comparison tbody tr").count() == len(DEFAULT_RUNS) + 1
         images = page.eval_on_selector_all("img", "els => els.map(e => e.complete && e.naturalWidth > 0)")
         assert images and all(images)
 
@@ -91,7 +104,7 @@ def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
     stamps = {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()}
     again = run_cli(*compared["args"], env=compared["env"])
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["reused"] == default_methods()
+    assert json.loads(again.stdout)["reused"] == DEFAULT_RUNS
     assert {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()} == stamps
 
     # Threads change how speed is measured, not what was trained: still every run reused.
@@ -99,7 +112,7 @@ def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
     args[args.index("--threads") + 1] = "2"
     other = run_cli(*args, env=compared["env"])
     assert other.returncode == 0, other.stderr
-    assert json.loads(other.stdout)["reused"] == default_methods() and json.loads(other.stdout)["threads"] == 2
+    assert json.loads(other.stdout)["reused"] == DEFAULT_RUNS and json.loads(other.stdout)["threads"] == 2
 
     (compared["out"] / "comparison.html").unlink()
     done = run_cli("report", str(compared["out"]))

@@ -214,3 +214,19 @@ def test_html_in_headless_chromium(comparison, tmp_path):
         assert page.evaluate("location.hash") == "#method-albert"
         assert "something <specific> & saved" in page.locator("#method-albert").inner_text()
         assert all(u.startswith(("file:", "data:")) for u in requested), requested
+
+
+def test_a_pruned_row_shows_what_each_layer_kept(comparison, tmp_path):
+    layers = [{"layer": 1, "heads": 9, "heads_of": 12, "ffn": 1373, "ffn_of": 1536, "dropped": False},
+              {"layer": 2, "heads": 0, "heads_of": 12, "ffn": 0, "ffn_of": 1536, "dropped": True}]
+    comparison["methods"].append(_method("prune", "pruning", "pruning", 17_400_000, 0.8157, 7.6, 0.7)
+                                 | {"layers": layers})
+    write_comparison(comparison, tmp_path)
+    section = (tmp_path / "comparison.md").read_text().split("(`prune`)")[1]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| layer of the source | heads kept |")
+    assert rows[1] == "| 1 | 9 / 12 | █████████░░░ | 1373 / 1536 | ███████████░ |"
+    assert rows[2] == "| 2 (dropped) | 0 / 12 | ░░░░░░░░░░░░ | 0 / 1536 | ░░░░░░░░░░░░ |"
+    page = (tmp_path / "comparison.html").read_text()
+    assert '<table class="layers">' in page and "1373 / 1536" in page
+    assert "layer of the source" not in (tmp_path / "comparison.md").read_text().split("(`prune`)")[0]

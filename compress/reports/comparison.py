@@ -23,6 +23,7 @@ from typing import Any
 
 from compress.errors import CompressError
 from compress.paths import as_ordinary_file, atomic_write_text
+from compress.reports.layers_kept import layer_cells
 from compress.reports.plots import number, pareto_front, pipelines, render_plots, steps_stem
 from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS
 
@@ -230,6 +231,15 @@ def _explanation(method: dict[str, Any]) -> str:
     return str(method.get("explanation") or "No explanation was recorded for this method.")
 
 
+LAYER_HEADERS = ("layer of the source", "heads kept", "", "FFN neurons kept", "")
+
+
+def _layer_rows(method: dict[str, Any]) -> list[list[str]]:
+    """The per-layer picture of what pruning kept, as table rows (none when nothing was pruned)."""
+    return [[f"{row['layer']}" + (" (dropped)" if row["dropped"] else ""), *layer_cells(row)]
+            for row in method.get("layers") or []]
+
+
 def _front_names(comparison: dict[str, Any]) -> list[str]:
     """Names of the models on the accuracy / latency Pareto front, fastest first."""
     models = ([("teacher", t)] if (t := _teacher(comparison)) else []) + \
@@ -310,6 +320,9 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         if _details(method):
             lines += ["_" + _md(" · ".join(_details(method))) + "_", ""]
         lines += [_md(_explanation(method)), ""]
+        if _layer_rows(method):
+            lines += ["| " + " | ".join(LAYER_HEADERS) + " |", "|:--" + "|--:|:--" * 2 + "|",
+                      *("| " + " | ".join(cells) + " |" for cells in _layer_rows(method)), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -398,8 +411,19 @@ def _html_methods(comparison: dict[str, Any]) -> list[str]:
         out.append(f'<section class="method" id="{anchor}">'
                    f"<h3>{html.escape(_display_name(method))} <code>{html.escape(str(method['method']))}</code></h3>"
                    + (f'<p class="details">{details}</p>' if details else "")
-                   + f"<p>{html.escape(_explanation(method))}</p></section>")
+                   + f"<p>{html.escape(_explanation(method))}</p>{_html_layers(method)}</section>")
     return out
+
+
+def _html_layers(method: dict[str, Any]) -> str:
+    rows = _layer_rows(method)
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in LAYER_HEADERS)
+    body = "".join(f'<tr><th scope="row">{html.escape(first)}</th>'
+                   + "".join(f'<td class="num">{html.escape(c)}</td>' for c in cells) + "</tr>"
+                   for first, *cells in rows)
+    return f'<table class="layers"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def render_html(comparison: dict[str, Any], plots: dict[str, bytes]) -> str:

@@ -227,6 +227,7 @@ class ComparedModel(ComparedMeasures):
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
+    layers: list[dict[str, Any]] | None = None   # what structural pruning kept per layer (layers_kept)
 
 
 @dataclass

@@ -13,9 +13,9 @@ from compress.bench.machine import manifest
 from compress.data.task import TaskData
 from compress.methods.registry import get_method
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
-from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
+from compress.reports.layers_kept import layer_cells, layers_kept
 from compress.reports.records import ChainStep, DatasetRecord, Measurement, ModelRecord, RunRecord
 from compress.training import Metrics
 
@@ -168,11 +168,6 @@ def _training_lines(record: RunRecord, config: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _bar(kept: int, total: int, width: int = 12) -> str:
-    filled = round(width * kept / total) if total else 0
-    return "█" * filled + "░" * (width - filled)
-
-
 def _pruning_lines(record: RunRecord) -> list[str]:
     """What pruning removed, layer by layer, and the head-importance curve."""
     p = record.pruning
@@ -181,8 +176,6 @@ def _pruning_lines(record: RunRecord) -> list[str]:
     if "vocabulary" in p:
         return _vocabulary_lines(record)
     source, options = record.source, p["options"]
-    before = EncoderConfig.from_dict(p["source_config"])
-    after = EncoderConfig.from_dict(record.student.config)
     what = "the fine-tuned teacher" if source.kind == "teacher" else f"the student of `{source.parent}`"
     lines = [
         "## Pruning", "",
@@ -194,16 +187,8 @@ def _pruning_lines(record: RunRecord) -> list[str]:
         "| layer (of the source) | heads kept | | FFN neurons kept | |",
         "|---|---:|---|---:|---|",
     ]
-    for new, old in enumerate(p["layers_kept"]):
-        heads = after.heads_of(after.attention_block_of(new))
-        width = after.ffn_size_of(after.ffn_block_of(new))
-        total_heads = before.heads_of(before.attention_block_of(old))
-        total_width = before.ffn_size_of(before.ffn_block_of(old))
-        lines.append(_row(str(old + 1), f"{heads} / {total_heads}", _bar(heads, total_heads),
-                          f"{width} / {total_width}", _bar(width, total_width)))
-    dropped = [str(i + 1) for i in range(before.num_layers) if i not in p["layers_kept"]]
-    if dropped:
-        lines.append(_row(f"{', '.join(dropped)} (dropped)", "0", _bar(0, 1), "0", _bar(0, 1)))
+    for row in layers_kept(p, record.student.config):
+        lines.append(_row(f"{row['layer']}" + (" (dropped)" if row["dropped"] else ""), *layer_cells(row)))
     lines += ["", "A removed head takes its rows of the query, key and value matrices and its columns of the "
               "output matrix with it; a removed neuron its row of the intermediate and column of the output "
               "matrix. What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", ""]

@@ -42,6 +42,7 @@ from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
 from compress.reports.comparison import write_comparison
+from compress.reports.layers_kept import layers_kept
 from compress.reports.records import (
     ChainStep,
     ComparedModel,
@@ -58,14 +59,19 @@ from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokeniz
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
 
+# The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
+# docs/tutorial.md, section 10, for the measurement that chose it).
+PRUNING_PIPELINE = "distilbert+prune+int8"
+
+
 def default_methods() -> list[str]:
     """Every method that runs by default on this machine (each method says: fp16 and bf16 only where the
     CPU computes in them), then each of those students followed by each transform that asks to follow
-    students (``distilbert+int8``): the pipelines a user tries first."""
+    students (``distilbert+int8``): the pipelines a user tries first; then the best pipeline with pruning."""
     methods = [m for m in all_methods() if m.in_compare()]
     pipelines = [f"{s.name}+{t.name}" for s in methods if s.kind == "student"
                  for t in methods if isinstance(t, Transform) and t.follows_students]
-    return [m.name for m in methods] + pipelines
+    return [m.name for m in methods] + pipelines + [PRUNING_PIPELINE]
 
 
 @dataclass
@@ -256,4 +262,11 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=(record.quantization or {}).get("note"),
+        layers=_layers(step, runs),
     )
+
+
+def _layers(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[dict[str, Any]] | None:
+    """What the last structural pruning among the row's steps kept, layer by layer (None if none pruned)."""
+    pruned = [runs[name][1] for name in step.steps if "layers_kept" in (runs[name][1].pruning or {})]
+    return layers_kept(pruned[-1].pruning, pruned[-1].student.config) if pruned else None
