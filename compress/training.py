@@ -20,6 +20,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
@@ -242,7 +243,7 @@ def train_stage(
     step = 0
 
     with _progress(show_progress) as progress:
-        bar = progress.add_task(name, total=total, loss=0.0, rate=0.0)
+        bar = progress.add_task(escape(name), total=total, loss=0.0, rate=0.0)
         # Without a terminal (CI logs, nohup) rich draws no bar: print a line every tenth instead.
         plain_every = max(1, total // 10) if show_progress and not progress.console.is_terminal else 0
         for epoch in range(config.epochs):
@@ -262,7 +263,8 @@ def train_stage(
                 rate = seen / max(1e-9, time.perf_counter() - epoch_start)
                 progress.update(bar, advance=1, loss=loss.item(), rate=rate)
                 if plain_every and step % plain_every == 0:
-                    progress.console.print(f"{name}: step {step}/{total}, loss {loss.item():.4f}, {rate:.0f} ex/s")
+                    progress.console.print(
+                        f"{escape(name)}: step {step}/{total}, loss {loss.item():.4f}, {rate:.0f} ex/s")
                 if log is not None:
                     log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
@@ -277,7 +279,7 @@ def train_stage(
                         f"{name}: dev accuracy after the first epoch is {dev['accuracy']:.4f}, no better than "
                         f"always answering the most frequent class ({majority:.4f}): the model has not started "
                         "to learn; read the log, and give it more epochs or another learning rate.")
-                    progress.console.print(f"[yellow]warning:[/] {result.warnings[-1]}")
+                    progress.console.print(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
                     if log is not None:
                         log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1,
                                               "message": result.warnings[-1]}) + "\n")
@@ -288,7 +290,7 @@ def train_stage(
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             shown = ", ".join(f"{k} {v:.4f}" for k, v in dev.items() if k != "examples")
-            progress.console.print(f"{name} epoch {epoch + 1}/{config.epochs}: dev {shown}")
+            progress.console.print(f"{escape(name)} epoch {epoch + 1}/{config.epochs}: dev {shown}")
             if score > best_score:
                 best_score, bad_epochs = score, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -98,6 +98,8 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("int8", "--target", "no/such/run"), "--target must be 'teacher' or a run directory"),
         (("distilbert", "--then", "bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
         (("albert", "--backend", "torch"), "--target and --backend are for quantization"),
+        # Brackets in a message are printed as written, not read as rich markup.
+        (("albert[sharing=all",), "cannot read the pipeline 'albert[sharing=all': expected ',' or ']'"),
     ],
 )
 def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):

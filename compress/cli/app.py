@@ -11,6 +11,7 @@ import os
 import sys
 
 import typer
+from rich.markup import escape
 
 from compress import interrupts
 from compress.cli import compare as compare_cli
@@ -40,7 +41,7 @@ app.command("report")(compare_cli.report)
 
 
 def _fail(message: str, code: int) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

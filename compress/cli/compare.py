@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from compress.cli.common import console, err_console, print_json, teacher_finetune
@@ -42,12 +43,12 @@ def compare(
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
     if methods is not None:
         config.methods = split_list(methods)
-    directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{m}[/]"))
+    directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     if as_json:
         print_json(comparison)
         return
     console.print(_table(comparison))
-    console.print(f"comparison: {directory / 'comparison.html'} (and comparison.md, comparison.json)")
+    console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
 
 
 def _table(comparison: dict) -> Table:
@@ -59,8 +60,8 @@ def _table(comparison: dict) -> Table:
     table.add_row("teacher", f"{t['params'] / 1e6:.1f}M", f"{t['size_bytes'] / 1e6:.1f}", f"{t['accuracy']:.1%}",
                   "", f"{t['latency_ms_p50']:.1f}", "1.00x")
     for m in comparison["methods"]:
-        table.add_row(m["method"], f"{m['params'] / 1e6:.1f}M", f"{m['size_bytes'] / 1e6:.1f}", f"{m['accuracy']:.1%}",
-                      f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}", f"{m['speedup']:.2f}x")
+        table.add_row(escape(m["method"]), f"{m['params'] / 1e6:.1f}M", f"{m['size_bytes'] / 1e6:.1f}",
+                      f"{m['accuracy']:.1%}", f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}", f"{m['speedup']:.2f}x")
     return table
 
 
@@ -69,4 +70,4 @@ def report(directory: Path = typer.Argument(..., help="A comparison directory (h
     from compress.reports.comparison import render_directory
 
     for path in render_directory(directory):
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")

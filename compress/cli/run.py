@@ -11,6 +11,7 @@ from dataclasses import fields
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from compress.cli.common import console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
@@ -153,7 +154,7 @@ def _summary(record: RunRecord, directory) -> None:
     t, s = record.teacher, record.student
     what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(
-        f"[bold]{record.method}[/]: teacher {t.params / 1e6:.1f}M params, {t.size_bytes / 1e6:.1f} MB, test "
+        f"[bold]{escape(record.method)}[/]: teacher {t.params / 1e6:.1f}M params, {t.size_bytes / 1e6:.1f} MB, test "
         f"accuracy {t.accuracy:.4f}; student {what}, {s.size_bytes / 1e6:.1f} MB "
         f"({record.ratios['size_bytes']:.2f}x smaller), test accuracy {s.accuracy:.4f}; "
         f"retention [bold]{record.retention:.1%}[/]"
@@ -166,10 +167,10 @@ def _summary(record: RunRecord, directory) -> None:
                       f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32{batched_change(q)}")
         console.print(f"  backend {q['backend']}: {q['chosen_by']}")
         if q["note"]:
-            console.print(f"  [yellow]note:[/] {q['note']}")
+            console.print(f"  [yellow]note:[/] {escape(q['note'])}")
     if record.pruning is not None:
-        console.print(f"  {_pruned(record)}")
-    console.print(f"run directory: {directory} (report.md, metrics.json)")
+        console.print(f"  {escape(_pruned(record))}")
+    console.print(f"run directory: {escape(str(directory))} (report.md, metrics.json)")
 
 
 def _pruned(record: RunRecord) -> str:

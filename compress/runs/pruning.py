@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compress.bench.inputs import speed_seq_len
@@ -243,6 +244,6 @@ def _bar(show: bool, description: str, total: int) -> Iterator[Callable[[], None
     """A progress bar on stderr (stdout stays clean for --json); yields the function that advances it."""
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=not show, console=Console(stderr=True)) as progress:
-        task = progress.add_task(description, total=total)
+        task = progress.add_task(escape(description), total=total)
         yield lambda: progress.advance(task)
 
