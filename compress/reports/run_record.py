@@ -180,7 +180,7 @@ def _pruning_lines(record: RunRecord) -> list[str]:
     lines = [
         "## Pruning", "",
         f"Pruned: {what} (test accuracy {source.accuracy:.4f}, {source.params:,} parameters). Importance measured "
-        f"on {p['steps'][0]['importance']['examples']} training examples against the {options['score_against']}, "
+        f"on {p['steps'][0]['examples']} training examples against the {options['score_against']}, "
         f"ranked {options['ranking']}ly, cut in {options['steps']} step(s); asked to keep {options['keep_heads']:.0%} "
         f"of the heads and {options['keep_ffn']:.0%} of the FFN neurons and to drop {options['drop_layers']} "
         f"layer(s) ({options['layer_order']}). Scores of every step: `importance.json`.", "",

@@ -184,7 +184,11 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
                 # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
                 stages.append(distil_stage(replace(stage, name=f"recover {number}/{options.steps}"), recipe,
                                            reference, model, data, "", config, device, log, show_progress))
-        pruning = {"options": asdict(options), "steps": steps, "source_config": reference.config.to_dict(),
+        # metrics.json says what each step kept; the scores themselves (a number per head, neuron and
+        # layer) are in importance.json only.
+        summary = [{k: v for k, v in step.items() if k != "importance"} | {"examples": step["importance"]["examples"]}
+                   for step in steps]
+        pruning = {"options": asdict(options), "steps": summary, "source_config": reference.config.to_dict(),
                    "layers_kept": list(first.layers)}
         if options.head_curve:
             pruning["head_curve"] = curve
