@@ -8,6 +8,7 @@ from helpers import padded_batch, tiny_config
 from compress.models.encoder import Encoder
 from compress.students import AlbertOptions, TinyBertOptions, build_albert, build_tinybert
 from compress.students.init import factorize_embeddings
+from compress.teachers.registry import load_teacher, load_tokenizer
 
 
 def _teacher() -> Encoder:
@@ -53,3 +54,29 @@ def test_tinybert_embeddings_are_the_teachers_in_its_principal_directions():
     w = teacher.embeddings.word_embeddings.weight
     _, _, vh = torch.linalg.svd(w, full_matrices=False)
     torch.testing.assert_close(student.embeddings.word_embeddings.weight, w @ vh[:16].T, atol=1e-5, rtol=0)
+
+
+def _cls_and_logit_spread(model: Encoder, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
+    """How much the last layer's [CLS] vector and the logits vary across sentences (mean std over features)."""
+    with torch.no_grad():
+        out = model.eval()(**batch)
+    return float(out.last_hidden_state[:, 0].std(0).mean()), float(out.logits.std(0).mean())
+
+
+def test_albert_built_from_minilm_already_tells_sentences_apart():
+    # The shared block repeated six times must not wash the input out: from the middle teacher layer it converges
+    # to a fixed point (the classifier then sees one constant and training starts at chance); from the last layer,
+    # which gathers the sentence into [CLS], the student varies across sentences as much as the teacher does.
+    torch.manual_seed(0)
+    teacher = load_teacher("minilm", num_labels=2).model.eval()
+    batch = dict(load_tokenizer("minilm")(SENTENCES, padding=True, return_tensors="pt"))
+    cls, logits = _cls_and_logit_spread(teacher, batch)
+    default = _cls_and_logit_spread(build_albert(teacher, AlbertOptions()), batch)
+    middle = _cls_and_logit_spread(build_albert(teacher, AlbertOptions(shared_init="middle")), batch)
+    assert default[0] > 0.5 * cls and default[1] > 0.3 * logits
+    assert middle[0] < 0.01 * cls and middle[1] < 0.01 * logits
+
+
+SENTENCES = ["a gripping, beautifully acted film.", "dull and far too long.", "the plot makes no sense at all",
+             "one of the best movies of the year", "i laughed, i cried", "a waste of a fine cast",
+             "it is what it is", "charming and warm"]

@@ -23,8 +23,9 @@ class AlbertOptions:
     groups: int = field(default=1, metadata={"help": "number of layer groups G, sharing inside each."})
     dropout: bool = field(default=True, metadata={
         "help": "remove dropout, which the ALBERT paper found helps a shared model.", "flag": "--no-dropout"})
-    shared_init: str = field(default="middle", metadata={
-        "help": "which teacher layer of a group initialises its shared block: first, middle or last."})
+    shared_init: str = field(default="last", metadata={
+        "help": "which teacher layer of a group initialises its shared block: first, middle or last (the last "
+                "layer gathers the sentence into [CLS]; repeated, a middle layer washes the input out)."})
     fit_steps: int = field(default=100, metadata={
         "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
     hidden_loss: bool = field(default=False, metadata={
