@@ -53,11 +53,32 @@ def test_explain_all_covers_every_method_and_renders_tables():
     assert "paper 31M" in text.stdout  # the ablation beside the paper's Tables 3-4
 
 
+def test_explain_takes_the_shape_options_and_counts_them_as_transformers_does():
+    def student(*args: str) -> dict:
+        done = run_cli("explain", *args, "--teacher", "bert-base", "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["student"]
+
+    base = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    # Not shared and not factorized is BERT-base again; two groups of shared layers at E = 128 is ALBERT's own shape.
+    assert student("albert", "--sharing", "none", "--embedding-size", "768")["params"] == \
+        _meta_count(BertModel, BertConfig(**base))
+    grouped = student("albert[groups=2]", "--embedding-size", "128")
+    assert grouped["config"]["groups"] == 2
+    assert grouped["params"] == _meta_count(AlbertModel, AlbertConfig(**base, embedding_size=128, num_hidden_groups=2))
+    assert student("albert", "--sharing", "attention")["params"] > student("albert", "--sharing", "ffn")["params"]  # FFN is bigger
+    assert student("prune", "--keep-heads", "0.5", "--keep-ffn", "1.0")["config"]["heads"] == [6] * 12
+
+
 def test_bad_input_is_one_line_and_exit_2():
     for args, expected in [
         (("explain", "pruning"), "albert, distilbert, tinybert, prune, prune-vocab, quantize"),
         (("explain", "albert", "--teacher", "gpt-17"), "minilm, bert-base, bert-large"),
         (("explain", "albert", "--seq-len", "0"), "--seq-len"),
+        (("explain", "albert", "--keep-heads", "0.5"), "--keep-heads"),
+        (("explain", "all", "--sharing", "none"), "name the method"),
+        (("explain", "albert+int8"), "one method"),
+        (("explain", "albert", "--sharing", "most"), "sharing"),
     ]:
         done = run_cli(*args)
         assert done.returncode == 2, (args, done.stderr)

@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass
 
 import pytest
 
-from compress.cli.run import method_flags
+from compress.cli.method_flags import method_flags
 from compress.methods import all_methods, get_method, names
 from compress.methods.registry import WHY_KEYS, StudentMethod, Transform
 from compress.models.presets import PAPER_CONFIGS
@@ -38,7 +38,7 @@ def test_method_has_everything_the_reports_need(name):
         assert f.metadata.get("help"), f"{name}.{f.name} has no help"
     method.make_options({})
     # The explanation `compress explain` shows, on a real teacher shape.
-    data = method.explain("bert-base", PAPER_CONFIGS["bert-base"], 128)
+    data = method.explain("bert-base", PAPER_CONFIGS["bert-base"], 128, method.make_options({}))
     assert {"method", "teacher", "student", "ratios", "formula", "notes"} <= set(data)
     assert data["formula"] and data["notes"] and data["method"] == method.explain_topic
     assert method.explain_topic in topics()

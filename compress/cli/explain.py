@@ -9,8 +9,10 @@ from rich.panel import Panel
 from rich.table import Table
 
 from compress.cli.common import console, print_json
+from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.models.accounting import COMPONENTS
-from compress.reports.explain import DEFAULT_SEQ_LEN, explain as explain_method, topics
+from compress.reports.explain import DEFAULT_SEQ_LEN, topics
+from compress.reports.explain import explain as explain_method
 from compress.teachers.registry import DEFAULT_TEACHER
 
 
@@ -86,17 +88,23 @@ def _render(data: dict[str, Any]) -> None:
     console.print()
 
 
-def explain(
-    method: str = typer.Argument("all", help=f"One of {', '.join(topics())} (or any method), or all."),
-    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
-                                help="Teacher alias, local checkpoint directory or hub id."),
-    seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", help="Sequence length for FLOPs."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-) -> None:
-    """Explain why a method saves what it saves, with the teacher's real numbers."""
-    data = explain_method(method, teacher, seq_len)
+def _explain(*, method: str, teacher: str, seq_len: int, as_json: bool, set_: list[str] | None, **flags: Any) -> None:
+    """Explain why a method saves what it saves, with the teacher's real numbers, for the shape the method's
+    options give (the same flags as compress run: --embedding-size, --sharing, --groups, --keep-heads, ...)."""
+    data = explain_method(method, teacher, seq_len, given_options(flags, set_))
     if as_json:
         print_json(data)
         return
     for item in data["methods"].values() if "methods" in data else [data]:
         _render(item)
+
+
+explain = with_method_flags(_explain, [
+    ("method", str, typer.Argument("all", help=f"One of {', '.join(topics())} (or any method, with options in "
+                                   "brackets: albert[sharing=attention]), or all.")),
+    ("teacher", str, typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
+                                  help="Teacher alias, local checkpoint directory or hub id.")),
+    ("seq_len", int, typer.Option(DEFAULT_SEQ_LEN, "--seq-len", help="Sequence length for FLOPs.")),
+    ("as_json", bool, typer.Option(False, "--json", help="Print one JSON object instead of tables.")),
+    SET_OPTION,
+])

@@ -6,44 +6,19 @@ options dataclasses (see :mod:`compress.methods.registry`); ``--set KEY=VALUE`` 
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import fields
 from typing import Any
 
 import typer
 from rich.markup import escape
 
 from compress.cli.common import console, print_json, teacher_finetune
+from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
-from compress.errors import CompressError
-from compress.methods.registry import all_methods, default_of, field_type, flag_of, names
+from compress.methods.registry import names
 from compress.models.config import EncoderConfig
 from compress.reports.records import RunRecord
 from compress.reports.run_record import batched_change
 from compress.teachers.registry import DEFAULT_TEACHER
-
-FLAG_TYPES = (int, float, str, bool)
-
-
-def method_flags() -> dict[str, tuple[str, type, Any, str]]:
-    """Every method option that has a flag: field name -> (flag, type, default, help naming its methods)."""
-    found: dict[str, tuple[str, type, Any, dict[str, list[str]]]] = {}
-    for method in all_methods():
-        for f in fields(method.options):
-            flag = flag_of(f.name, f)
-            if f.metadata.get("flag", "") is None:
-                continue
-            kind = field_type(method.options, f.name)
-            if kind not in FLAG_TYPES:
-                raise TypeError(f"{method.name}.{f.name}: a flag needs int, float, str or bool, or metadata flag=None")
-            default = default_of(f)
-            if f.name in found:
-                other = found[f.name]
-                if (other[0], other[1]) != (flag, kind) or (kind is bool and other[2] != default):
-                    raise TypeError(f"{method.name}.{f.name} disagrees with another method's {f.name}")
-            found.setdefault(f.name, (flag, kind, default, {}))[3].setdefault(f.metadata["help"], []).append(method.name)
-    return {name: (flag, kind, default, " ".join(f"{', '.join(ms)}: {h}" for h, ms in helps.items()))
-            for name, (flag, kind, default, helps) in found.items()}
 
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
@@ -57,20 +32,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
     from compress.runs.config import RunConfig
     from compress.runs.pipeline import run as run_method
 
-    options: dict[str, Any] = {}
-    for name, (_, kind, default, _) in method_flags().items():
-        value = flags.get(name)
-        if kind is bool and value:
-            options[name] = not default
-        elif kind is not bool and value is not None:
-            options[name] = value
-    for item in set_ or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CompressError(f"--set takes KEY=VALUE, not {item!r}.")
-        if key.strip() in options:
-            raise CompressError(f"{key.strip()} is given twice, by its flag and by --set.")
-        options[key.strip()] = value
+    options = given_options(flags, set_)
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
@@ -93,7 +55,7 @@ def _printed(result) -> dict[str, Any]:
     return printed
 
 
-def _parameters() -> list[inspect.Parameter]:
+def _settings() -> list[tuple[str, Any, Any]]:
     O = typer.Option  # noqa: N806
     common: list[tuple[str, Any, Any]] = [
         ("method", str, typer.Argument(..., help=f"One of {', '.join(names())}, or a pipeline: "
@@ -121,33 +83,14 @@ def _parameters() -> list[inspect.Parameter]:
                                          "step: 'teacher' or an earlier run directory.")),
         ("then", list[str] | None, O(None, help="A transform to apply to the previous step's model (repeatable): "
                                                "int8, bf16, ...")),
-        ("set_", list[str] | None, O(None, "--set", help="A method option as KEY=VALUE (repeatable), for any "
-                                                         "option, flag or not.")),
+        SET_OPTION,
         ("threads", int | None, O(None, help="Threads speed is measured with (default: CPUs, at most 4).")),
         ("as_json", bool, O(False, "--json", help="Print metrics.json instead of a summary.")),
     ]
-    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=t) for n, t, d in common]
-    taken = {n for n, _, _ in common}
-    for name, (flag, kind, _, help_text) in method_flags().items():
-        if name in taken:
-            raise TypeError(f"the method option {name} has the name of a run setting")
-        default = typer.Option(False, flag, help=help_text) if kind is bool else typer.Option(None, flag, help=help_text)
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=bool if kind is bool else kind | None))
-    return params
+    return common
 
 
-def _make_run():
-    def run(**kwargs: Any) -> None:
-        _run(**kwargs)
-
-    run.__doc__ = _run.__doc__
-    run.__signature__ = inspect.Signature(_parameters())  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
-    return run
-
-
-run = _make_run()
+run = with_method_flags(_run, _settings())
 
 
 def _summary(record: RunRecord, directory) -> None:

@@ -32,7 +32,7 @@ class Quantization(Transform):
     format: QuantMethod
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
     teacher = footprint(tc, seq_len)
     int8 = footprint(tc, seq_len, weight_bytes=1.0, linear_only=True)
     bf16 = footprint(tc, seq_len, weight_bytes=2.0)

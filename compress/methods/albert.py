@@ -27,17 +27,19 @@ WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared b
 SHARINGS = ("all", "attention", "ffn", "none")
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
-    sc = albert_config(tc)
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) -> dict[str, Any]:
+    sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     v, e, h, l = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
-    formula = [
-        f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = {v * e + e * h:,}",
-        f"cross-layer sharing (all): L x (attention + FFN) = {l} blocks  ->  1 block run {l} times",
-    ]
+    embedding = (f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = "
+                 f"{v * e + e * h:,}" if sc.factorized else
+                 f"embedding not factorized (E = H = {h}): V*H = {v}*{h} = {v * h:,}")
+    a, f = sc.num_attention_blocks, sc.num_ffn_blocks
+    formula = [embedding, f"cross-layer sharing ({sc.sharing}, {sc.groups} group(s)): {l} attention + {l} FFN blocks  "
+                          f"->  {a} attention + {f} FFN blocks, each run {l // a} and {l // f} times"]
     notes = [
-        "Sharing cuts parameters, not FLOPs: every layer still runs, so the shared block is applied "
-        f"{l} times; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "
+        "Sharing cuts parameters, not FLOPs: every layer still runs, so each shared block is applied once per "
+        f"layer that uses it; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "
         "(the E->H projection even adds a little) and is not faster at inference.",
         "Memory for weights and the size on disk shrink with the parameters; activations do not.",
     ]

@@ -18,8 +18,8 @@ WHY = ("Fewer layers cut parameters and FLOPs of the encoder alike; the embeddin
        "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.")
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
-    sc = distilbert_config(tc)
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptions) -> dict[str, Any]:
+    sc = distilbert_config(tc, options.num_layers)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     formula = [
         f"layers: L = {tc.num_layers}  ->  {sc.num_layers} (every other teacher layer), width H = {tc.hidden_size} kept",

@@ -26,9 +26,8 @@ def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_la
                       ffn_sizes=(round(keep_ffn * tc.ffn_size),) * layers) if tc.sharing == "none" else tc
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
-    defaults = PruneOptions()
-    sc = uniform_shape(tc, defaults.keep_heads, defaults.keep_ffn)
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -> dict[str, Any]:
+    sc = uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     h, d, f, n = tc.hidden_size, tc.head_size, tc.ffn_size, seq_len
     kept_heads, kept_ffn = sc.heads_of(0), sc.ffn_size_of(0)
@@ -39,7 +38,7 @@ def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
         f"one head owns 4 * H * d + 3 * d = 4*{h}*{d} + 3*{d} = {4 * h * d + 3 * d:,} parameters "
         f"and 2 n H (4 d) + 4 n^2 d = {2 * n * h * 4 * d + 4 * n * n * d:,} FLOPs per sequence of n = {n}",
         f"one FFN neuron owns 2 * H + 1 = {2 * h + 1:,} parameters and 4 n H = {4 * n * h:,} FLOPs",
-        f"default cut, per layer: heads {tc.num_heads} -> {kept_heads}, FFN {f} -> {kept_ffn}, then "
+        f"this cut, per layer: heads {tc.num_heads} -> {kept_heads}, FFN {f} -> {kept_ffn}, then "
         "distillation from the unpruned model (soft targets + hidden states) to recover",
     ]
     notes = [

@@ -21,7 +21,7 @@ WHY = ("Vocabulary pruning shrinks the token-embedding table to the tokens the t
 ILLUSTRATION_KEPT = 12_793
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
     kept = min(ILLUSTRATION_KEPT, tc.vocab_size)
     sc = tc.replace(vocab_size=kept)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)

@@ -53,7 +53,8 @@ class Method:
               (its command-line spelling, default ``--field-name``; None: only through --set or
               a pipeline) and ``parse`` (str -> value, for types other than int, float, str, bool).
     why       the run record's sentence, formatted with a run's ratios (keys: WHY_KEYS).
-    explain   (teacher name, teacher shape, sequence length) -> the JSON-ready data of `compress explain`.
+    explain   (teacher name, teacher shape, sequence length, options) -> the JSON-ready data of `compress
+              explain`, for the shape those options give.
     topic     the name `compress explain` lists it under (methods explained together share one).
     in_compare  whether `compress compare` runs it by default on this machine.
     """
@@ -65,7 +66,7 @@ class Method:
     summary: str
     options: type
     why: str
-    explain: Callable[[str, EncoderConfig, int], dict[str, Any]]
+    explain: Callable[[str, EncoderConfig, int, Any], dict[str, Any]]
     topic: str = ""
     in_compare: Callable[[], bool] = lambda: True
 

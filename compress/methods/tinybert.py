@@ -37,8 +37,8 @@ def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
     return data
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int) -> dict[str, Any]:
-    sc = tinybert_config(tc)
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions) -> dict[str, Any]:
+    sc = tinybert_config(tc, options)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     formula = [
         f"shape: L {tc.num_layers} -> {sc.num_layers}, H {tc.hidden_size} -> {sc.hidden_size}, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from compress.errors import CompressError
+from compress.methods.pipeline import Step, parse
 from compress.methods.registry import Method, all_methods, get_method
 from compress.teachers.registry import teacher_config
 
@@ -33,16 +34,32 @@ def _method(name: str) -> Method:
         raise CompressError(f"unknown method {name!r}; known: {', '.join(found)}, all.") from None
 
 
-def explain(method: str, teacher: str, seq_len: int = DEFAULT_SEQ_LEN) -> dict[str, Any]:
-    """The explanation of ``method`` (a method, a topic, or ``all``) for ``teacher``, as JSON-ready data."""
-    chosen = None if method == "all" else _method(method)
+def explain(method: str, teacher: str, seq_len: int = DEFAULT_SEQ_LEN,
+            options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The explanation of ``method`` (a method, a topic, or ``all``) for ``teacher``, as JSON-ready data.
+
+    ``method`` may carry options in brackets as in a pipeline (``albert[sharing=attention]``); ``options``
+    adds more (the CLI's flags). Without options a method is explained with its defaults."""
+    step = Step("all") if method == "all" else _one_step(method)
+    given = {**step.options, **(options or {})}
     if seq_len <= 0:
         raise CompressError(f"--seq-len must be a positive integer, got {seq_len}.")
+    if step.name == "all" and given:
+        raise CompressError("options explain one method, not all: name the method (compress explain albert ...).")
+    chosen = None if step.name == "all" else _method(step.name)
     config = teacher_config(teacher)
     try:
         if chosen is None:
             return {"teacher": teacher, "seq_len": seq_len,
-                    "methods": {topic: m.explain(teacher, config, seq_len) for topic, m in topics().items()}}
-        return {"seq_len": seq_len, **chosen.explain(teacher, config, seq_len)}
-    except ValueError as e:  # the default student does not fit this teacher (e.g. TinyBERT-4 on a narrow one)
+                    "methods": {topic: m.explain(teacher, config, seq_len, m.make_options({}))
+                                for topic, m in topics().items()}}
+        return {"seq_len": seq_len, **chosen.explain(teacher, config, seq_len, chosen.make_options(given))}
+    except ValueError as e:  # the student does not fit this teacher (e.g. TinyBERT-4 on a narrow one)
         raise CompressError(f"cannot explain {method} for {teacher}: {e}") from None
+
+
+def _one_step(text: str) -> Step:
+    steps = parse(text).steps
+    if len(steps) != 1:
+        raise CompressError(f"explain takes one method, not the pipeline {text!r}; explain its steps one by one.")
+    return steps[0]
