@@ -17,6 +17,7 @@ from compress import interrupts
 from compress.cli import compare as compare_cli
 from compress.cli import data as data_cli
 from compress.cli import explain as explain_cli
+from compress.cli import pretrain as pretrain_cli
 from compress.cli import run as run_cli
 from compress.cli import teachers as teachers_cli
 from compress.cli.common import err_console
@@ -37,6 +38,7 @@ app.add_typer(data_cli.app, name="data")
 app.command("run")(run_cli.run)
 app.command("explain")(explain_cli.explain)
 app.command("compare")(compare_cli.compare)
+app.command("pretrain")(pretrain_cli.pretrain)
 app.command("report")(compare_cli.report)
 
 

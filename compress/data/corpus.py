@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -104,14 +105,29 @@ def _is_abbreviation(before: str) -> bool:
 
 
 def load_corpus(name: str = "bbc-news") -> list[Document]:
-    """The documents of a raw-text corpus (only ``bbc-news`` so far), sentences split.
-
-    The archive is fetched and verified like the named dataset of the same name.
-    """
+    """The documents of a raw-text corpus, sentences split: a named corpus (only ``bbc-news`` so far; its
+    archive is fetched and verified like the named dataset of the same name) or a UTF-8 text file of
+    documents separated by blank lines."""
     if name not in CORPORA:
-        raise CompressError(f"unknown corpus '{name}'; known corpora are {', '.join(CORPORA)}.")
+        path = Path(name)
+        if not path.is_file():
+            raise CompressError(f"unknown corpus '{name}': neither a known corpus ({', '.join(CORPORA)}) nor a "
+                                "text file of documents separated by blank lines.")
+        return _file_documents(path)
     articles = bbc.read_articles(get_named(name).files_dir())
     return [Document(id=a.id, title=a.title, sentences=tuple(split_sentences(a.body))) for a in articles]
+
+
+def _file_documents(path: Path) -> list[Document]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CompressError(f"cannot read the corpus {path}: {e}") from None
+    documents = [Document(id=f"{path.stem}/{i}", title="", sentences=tuple(split_sentences(block)))
+                 for i, block in enumerate(b for b in re.split(r"\n\s*\n", text) if b.strip())]
+    if not documents:
+        raise CompressError(f"the corpus {path} holds no text.")
+    return documents
 
 
 def _segments(document: Document, size: int) -> list[tuple[int, str, str]]:

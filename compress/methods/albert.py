@@ -15,7 +15,7 @@ from compress.models.accounting import count_parameters
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
 from compress.reports.footprint import footprint, side_by_side
-from compress.students.albert import AlbertOptions, albert_config, build_albert
+from compress.students.albert import AlbertOptions, albert_config, build_albert, student_config
 
 WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
        "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
@@ -73,6 +73,6 @@ METHOD = register(StudentMethod(
     label="ALBERT (factorized embedding, shared layers)",
     summary="factorized embedding + cross-layer sharing, distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
-    student_config=lambda t, o: albert_config(t, o.embedding_size, o.sharing, o.groups, o.dropout),
+    student_config=student_config,
     build=build_albert, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss),
 ))

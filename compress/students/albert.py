@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from compress.models.checkpoints import is_checkpoint_dir, load_encoder, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.students.init import copy_blocks, copy_embeddings, copy_head, factorize_embeddings, fit_embeddings
@@ -30,6 +32,9 @@ class AlbertOptions:
         "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
     hidden_loss: bool = field(default=False, metadata={
         "help": "also distil the hidden states (MSE per layer), not only the logits."})
+    init_from: str | None = field(default=None, metadata={
+        "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
+                "layers; pooler and classifier still come from the teacher."})
 
 
 def albert_config(
@@ -58,19 +63,52 @@ def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list
     return [g * per_group + offset for g in range(blocks)]
 
 
+def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
+    """The student's shape; with ``init_from``, also checks that the encoder there has it (ValueError)."""
+    config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout)
+    if options.init_from:
+        _same_shape(_init_config(options.init_from), config, options.init_from)
+    return config
+
+
+def _init_config(directory: str) -> EncoderConfig:
+    path = Path(directory)
+    if not is_checkpoint_dir(path):
+        raise ValueError(f"--init-from {directory} holds no encoder (no config.json or compress_config.json); give "
+                         "the encoder directory that compress pretrain printed.")
+    return read_config(path)[0]
+
+
+def _same_shape(found: EncoderConfig, wanted: EncoderConfig, directory: str) -> None:
+    keep = {"num_labels": wanted.num_labels, "hidden_dropout": wanted.hidden_dropout,
+            "attention_dropout": wanted.attention_dropout, "classifier_dropout": wanted.classifier_dropout}
+    if found.replace(**keep) != wanted:
+        raise ValueError(f"--init-from {directory} holds an encoder of another shape (E {found.embedding_size}, "
+                         f"sharing {found.sharing}, {found.num_layers} layers of {found.hidden_size}) than this "
+                         f"student (E {wanted.embedding_size}, sharing {wanted.sharing}, {wanted.num_layers} layers "
+                         f"of {wanted.hidden_size}).")
+
+
 def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
-    """An ALBERT student initialised from ``teacher`` (see :func:`factorize_embeddings`)."""
+    """An ALBERT student initialised from ``teacher`` (see :func:`factorize_embeddings`), or with its
+    embeddings and blocks from ``options.init_from`` (a pre-trained encoder) and its head from the teacher."""
     if options.shared_init not in SHARED_INIT:
         raise ValueError(f"shared_init must be one of {', '.join(SHARED_INIT)}, got {options.shared_init!r}.")
-    config = albert_config(teacher.config, options.embedding_size, options.sharing, options.groups, options.dropout)
+    config = student_config(teacher.config, options)
     student = Encoder(config)
-    if config.factorized:
-        factorize_embeddings(teacher, student)
-        if options.fit_steps:
-            fit_embeddings(teacher, student, steps=options.fit_steps)
+    if options.init_from:
+        source = load_encoder(Path(options.init_from)).model
+        body = {k: v for k, v in source.state_dict().items() if not k.startswith(("pooler.", "classifier."))}
+        student.load_state_dict(body, strict=False)
     else:
-        copy_embeddings(teacher, student)
-    copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, options.shared_init), "attention")
-    copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, options.shared_init), "ffn")
+        if config.factorized:
+            factorize_embeddings(teacher, student)
+            if options.fit_steps:
+                fit_embeddings(teacher, student, steps=options.fit_steps)
+        else:
+            copy_embeddings(teacher, student)
+        copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, options.shared_init),
+                    "attention")
+        copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, options.shared_init), "ffn")
     copy_head(teacher, student)
     return student

@@ -1,0 +1,56 @@
+"""`compress pretrain`: masked-LM pre-training of an ALBERT-shaped encoder with SOP, NSP or no sentence objective."""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from compress.cli.common import console, print_json
+from compress.pretrain import PretrainConfig
+from compress.pretrain import pretrain as run_pretrain
+from compress.teachers.registry import DEFAULT_TEACHER
+
+D = PretrainConfig()
+
+
+
+def pretrain(
+    objective: str = typer.Option(D.objective, "--objective",
+                                  help="sop (ALBERT), nsp (BERT) or none (masked LM alone)."),
+    corpus: str = typer.Option(D.corpus, "--corpus", help="bbc-news, or a text file of documents separated by "
+                               "blank lines."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
+                                "hub id: its tokenizer, its shape, and (--init teacher) its weights."),
+    init: str = typer.Option(D.init, "--init", help="teacher (as compress run albert builds its student) or "
+                             "scratch (random weights)."),
+    embedding_size: int = typer.Option(D.embedding_size, "--embedding-size", help="Embedding size E."),
+    sharing: str = typer.Option(D.sharing, "--sharing", help="Blocks shared across layers: all, attention, ffn, none."),
+    groups: int = typer.Option(D.groups, "--groups", help="Number of layer groups, sharing inside each."),
+    max_pairs: int = typer.Option(D.max_pairs, "--max-pairs", help="Training segment pairs, at most."),
+    max_length: int = typer.Option(D.max_length, "--max-length", help="Tokens per pair, at most."),
+    epochs: int = typer.Option(D.epochs, "--epochs", help="Passes over the pairs."),
+    batch_size: int = typer.Option(D.batch_size, "--batch-size", help="Training batch size."),
+    lr: float = typer.Option(D.lr, "--lr", help="Peak learning rate (AdamW, linear warm-up and decay)."),
+    seed: int = typer.Option(D.seed, "--seed", help="Seed of the document split, pairs, masks and training."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
+) -> None:
+    """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
+    held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
+    config = PretrainConfig(objective=objective, corpus=corpus, teacher=teacher, init=init,
+                            embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
+                            max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    result = run_pretrain(config, device=device, show_progress=not as_json)
+    if as_json:
+        print_json({**result.record, "directory": str(result.directory), "cache_hit": result.cache_hit})
+        return
+    held = result.record["held_out"]
+    table = Table(title=f"pre-trained with {objective} on {escape(corpus)}: held-out documents", title_justify="left")
+    for column in ("masked LM", "SOP", "NSP"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{held['mlm_accuracy']:.1%}", f"{held['sop_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}")
+    console.print(table)
+    reused = " (cached)" if result.cache_hit else f" ({result.record['seconds']:.0f} s)"
+    console.print(f"encoder: {escape(str(result.encoder_dir))}{reused}")
+    console.print(f"start a student from it: compress run albert --init-from {escape(str(result.encoder_dir))}")

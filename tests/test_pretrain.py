@@ -1,0 +1,122 @@
+"""`compress pretrain`: BERT's masking, the document split, a real (tiny) pre-training through the CLI, its
+cache, the encoder it hands to `compress run albert --init-from`, and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import make_tiny_teacher, run_cli, write_tiny_csv
+
+from compress.data.corpus import Document
+from compress.models.checkpoints import load_encoder
+from compress.pretrain.masking import IGNORE, MaskingSpec, mask_tokens
+from compress.pretrain.run import PretrainConfig, _split_documents
+from compress.students.albert import AlbertOptions, build_albert
+
+SPECIAL = (0, 101, 102)
+STORIES = [
+    "The team won the match. The coach praised the players. Fans celebrated in the streets. The table changed.",
+    "Shares fell sharply on Monday. Investors worried about rates. The bank raised its forecast. Markets closed.",
+    "The film opened to strong reviews. Critics praised the lead. The director thanked the crew. Sales were high.",
+    "The minister announced a policy. Opposition leaders criticised it. A vote is expected. The debate goes on.",
+]
+
+
+def test_masking_chooses_15_percent_of_real_tokens_and_masks_80_10_10():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 5000, (256, 128), generator=g)
+    ids[:, 0], ids[:, -1] = 101, 102
+    attention = torch.ones_like(ids)
+    attention[:, 100:] = 0
+    ids[:, 100:-1] = 0
+    spec = MaskingSpec(mask_id=103, vocab_size=5000, special_ids=SPECIAL)
+    corrupted, labels = mask_tokens(ids, attention, spec, torch.Generator().manual_seed(1))
+    chosen = labels != IGNORE
+    real = attention.bool() & ~torch.isin(ids, torch.tensor(SPECIAL))
+    assert not (chosen & ~real).any()                      # never [CLS], [SEP] or padding
+    assert torch.equal(labels[chosen], ids[chosen])        # the label is the original token
+    assert abs(chosen.sum() / real.sum() - 0.15) < 0.01
+    n = chosen.sum()
+    masked = (corrupted == 103) & chosen
+    kept = (corrupted == ids) & chosen
+    assert abs(masked.sum() / n - 0.8) < 0.02
+    assert abs(kept.sum() / n - 0.1) < 0.02               # unchanged (a random draw of the same token is rare)
+    assert torch.equal(corrupted[~chosen], ids[~chosen])
+    again = mask_tokens(ids, attention, spec, torch.Generator().manual_seed(1))
+    assert torch.equal(again[0], corrupted) and torch.equal(again[1], labels)
+    # A two-token sentence still gets one prediction.
+    short = torch.tensor([[101, 2000, 2001, 102]])
+    _, short_labels = mask_tokens(short, torch.ones_like(short), spec, torch.Generator().manual_seed(3))
+    assert (short_labels != IGNORE).sum() >= 1
+
+
+def test_held_out_documents_are_never_trained_on():
+    documents = [Document(id=str(i), title="", sentences=("A.", "B.")) for i in range(50)]
+    train, held = _split_documents(documents, PretrainConfig(held_out_documents=200))
+    assert len(held) == 5 and len(train) == 45                # a tenth, at least two
+    assert not {d.id for d in train} & {d.id for d in held}
+    assert _split_documents(documents, PretrainConfig())[1] == held   # seeded
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("pretrain")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n\n".join(f"{STORIES[i % 4]} It was report {i}." for i in range(40)) + "\n")
+    return {"root": root, "teacher": make_tiny_teacher(root / "teacher"), "corpus": corpus,
+            "csv": write_tiny_csv(root / "tiny.csv"), "env": {"COMPRESS_CACHE": str(root / "cache")}}
+
+
+def _pretrain(tiny, *args: str):
+    return run_cli("pretrain", "--teacher", str(tiny["teacher"]), "--corpus", str(tiny["corpus"]),
+                   "--embedding-size", "16", *args, env=tiny["env"])
+
+
+def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
+    done = _pretrain(tiny, "--objective", "nsp", "--json")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert not record["cache_hit"] and record["objective"] == "nsp"
+    assert record["documents"] == {"train": 36, "held_out": 4}
+    assert record["pairs"]["train"] > 0 and record["pairs"]["held_out_sop"] > 0
+    for key in ("mlm_accuracy", "sop_accuracy", "nsp_accuracy"):
+        assert 0.0 <= record["held_out"][key] <= 1.0
+    steps = [json.loads(line) for line in (Path(record["directory"]) / "log.jsonl").read_text().splitlines()]
+    assert {"mlm", "nsp"} <= set(next(s for s in steps if "step" in s))   # both losses logged per step
+    again = _pretrain(tiny, "--objective", "nsp", "--json")
+    assert json.loads(again.stdout)["cache_hit"] and json.loads(again.stdout)["directory"] == record["directory"]
+
+    # The encoder starts an ALBERT student: its blocks and embeddings are the pre-trained ones, its head the teacher's.
+    encoder = Path(record["directory"]) / "encoder"
+    pretrained = load_encoder(encoder).model
+    teacher = load_encoder(tiny["teacher"], num_labels=2).model
+    student = build_albert(teacher, AlbertOptions(embedding_size=16, init_from=str(encoder)))
+    assert torch.equal(student.attention[0].query.weight, pretrained.attention[0].query.weight)
+    assert torch.equal(student.embeddings.word_embeddings.weight, pretrained.embeddings.word_embeddings.weight)
+    assert torch.equal(student.pooler.weight, teacher.pooler.weight)
+
+    for args, expected in [
+        (("--init-from", str(tiny["root"]), "--embedding-size", "16"), "holds no encoder"),
+        (("--init-from", str(encoder), "--embedding-size", "8"), "another shape"),
+    ]:
+        bad = run_cli("run", "albert", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]), *args,
+                      env=tiny["env"])
+        assert bad.returncode == 2 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_pretrain_bad_input_is_one_line(tiny):
+    root = tiny["root"]
+    (root / "empty.txt").write_text("\n\n   \n")
+    (root / "single.txt").write_text("\n\n".join(f"Only one sentence {i}." for i in range(10)))
+    for args, expected in [
+        (("--corpus", str(root / "empty.txt")), "holds no text"),
+        (("--corpus", str(root / "single.txt")), "no segment pair"),
+        (("--objective", "mlm+"), "sop, nsp, none"),
+        (("--corpus", str(root / "missing.txt")), "neither a known corpus"),
+    ]:
+        done = run_cli("pretrain", "--teacher", str(tiny["teacher"]), "--embedding-size", "16", *args, env=tiny["env"])
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr, (args, done.stderr)
