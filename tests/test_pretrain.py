@@ -88,6 +88,9 @@ def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
     assert {"mlm", "nsp"} <= set(next(s for s in steps if "step" in s))   # both losses logged per step
     again = _pretrain(tiny, "--objective", "nsp", "--json")
     assert json.loads(again.stdout)["cache_hit"] and json.loads(again.stdout)["directory"] == record["directory"]
+    table5 = json.loads(_pretrain(tiny, "--objective", "all", "--json").stdout)   # the three, NSP's from the cache
+    assert [r["objective"] for r in table5] == ["sop", "nsp", "none"]
+    assert table5[1]["cache_hit"] and len({r["directory"] for r in table5}) == 3
 
     # The encoder starts an ALBERT student: its blocks and embeddings are the pre-trained ones, its head the teacher's.
     encoder = Path(record["directory"]) / "encoder"

@@ -7,8 +7,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from compress.cli.common import console, print_json
-from compress.pretrain import PretrainConfig
+from compress.pretrain import OBJECTIVES, PretrainConfig
 from compress.pretrain import pretrain as run_pretrain
+from compress.pretrain.run import PAPER_TABLE5
 from compress.teachers.registry import DEFAULT_TEACHER
 
 D = PretrainConfig()
@@ -17,7 +18,8 @@ D = PretrainConfig()
 
 def pretrain(
     objective: str = typer.Option(D.objective, "--objective",
-                                  help="sop (ALBERT), nsp (BERT) or none (masked LM alone)."),
+                                  help="sop (ALBERT), nsp (BERT), none (masked LM alone), or all: the three in "
+                                       "turn, side by side."),
     corpus: str = typer.Option(D.corpus, "--corpus", help="bbc-news, or a text file of documents separated by "
                                "blank lines."),
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
@@ -38,19 +40,27 @@ def pretrain(
 ) -> None:
     """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
     held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
-    config = PretrainConfig(objective=objective, corpus=corpus, teacher=teacher, init=init,
-                            embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
-                            max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    result = run_pretrain(config, device=device, show_progress=not as_json)
+    objectives = list(OBJECTIVES) if objective == "all" else [objective]
+    results = []
+    for name in objectives:
+        config = PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
+                                embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
+                                max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+        results.append(run_pretrain(config, device=device, show_progress=not as_json))
     if as_json:
-        print_json({**result.record, "directory": str(result.directory), "cache_hit": result.cache_hit})
+        printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit} for r in results]
+        print_json(printed if objective == "all" else printed[0])
         return
-    held = result.record["held_out"]
-    table = Table(title=f"pre-trained with {objective} on {escape(corpus)}: held-out documents", title_justify="left")
-    for column in ("masked LM", "SOP", "NSP"):
-        table.add_column(column, justify="right")
-    table.add_row(f"{held['mlm_accuracy']:.1%}", f"{held['sop_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}")
+    table = Table(title=f"pre-trained on {escape(corpus)}, measured on held-out documents (accuracy); ALBERT "
+                  "paper's Table 5 (ALBERT-base, its corpus) beside", title_justify="left")
+    for column in ("objective", "masked LM", "NSP", "SOP", "paper: MLM", "NSP", "SOP"):
+        table.add_column(column, justify="left" if column == "objective" else "right")
+    for r in results:
+        held, paper = r.record["held_out"], PAPER_TABLE5[r.record["objective"]]
+        table.add_row(r.record["objective"], f"{held['mlm_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}",
+                      f"{held['sop_accuracy']:.1%}", *(f"{v:.1f}%" for v in paper))
     console.print(table)
-    reused = " (cached)" if result.cache_hit else f" ({result.record['seconds']:.0f} s)"
-    console.print(f"encoder: {escape(str(result.encoder_dir))}{reused}")
-    console.print(f"start a student from it: compress run albert --init-from {escape(str(result.encoder_dir))}")
+    for r in results:
+        reused = "cached" if r.cache_hit else f"trained in {r.record['seconds']:.0f} s"
+        console.print(f"{r.record['objective']}: {escape(str(r.encoder_dir))} ({reused})", soft_wrap=True)
+    console.print("start a student from one: compress run albert --init-from ENCODER")
