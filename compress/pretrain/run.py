@@ -112,15 +112,13 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
                                      "corpus": _corpus_id(config.corpus), "settings": settings},
                                     sort_keys=True).encode()).hexdigest()[:20]
     target = cache_dir() / "pretrain" / key
-    built = []
 
     def build(tmp: Path) -> None:
         _train(config, train_pairs, held_out, (len(train_docs), len(held_docs)), tmp, resolve_device(device),
                show_progress)
-        built.append(True)
 
-    record = cached(target, "pre-trained encoder", build, _record_of)[0]
-    return PretrainResult(target, record, cache_hit=not built)
+    record, hit = cached(target, "pre-trained encoder", build, _record_of)
+    return PretrainResult(target, record, cache_hit=hit)
 
 
 def _record_of(entry: Path) -> dict[str, Any]:
