@@ -10,10 +10,8 @@ from compress.cli.common import console, print_json
 from compress.pretrain import OBJECTIVES, PretrainConfig
 from compress.pretrain import pretrain as run_pretrain
 from compress.pretrain.run import PAPER_TABLE5
-from compress.teachers.registry import DEFAULT_TEACHER
 
 D = PretrainConfig()
-
 
 
 def pretrain(
@@ -22,7 +20,7 @@ def pretrain(
                                        "turn, side by side."),
     corpus: str = typer.Option(D.corpus, "--corpus", help="bbc-news, or a text file of documents separated by "
                                "blank lines."),
-    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
+    teacher: str = typer.Option(D.teacher, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
                                 "hub id: its tokenizer, its shape, and (--init teacher) its weights."),
     init: str = typer.Option(D.init, "--init", help="teacher (as compress run albert builds its student) or "
                              "scratch (random weights)."),

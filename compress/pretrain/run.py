@@ -106,7 +106,9 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
     documents = load_corpus(config.corpus)
     train_docs, held_docs = _split_documents(documents, config)
     train_pairs = _pairs(train_docs, config.objective, config)  # fails here when no pair can be made
-    held_out = {name: _pairs(held_docs, name, config, seed=config.seed + 1, limit=EVAL_PAIRS) for name in OBJECTIVES}
+    held_sop = _pairs(held_docs, "sop", config, seed=config.seed + 1, limit=EVAL_PAIRS)
+    held_out = {"sop": held_sop, "nsp": _pairs(held_docs, "nsp", config, seed=config.seed + 1, limit=EVAL_PAIRS),
+                "none": _in_order(held_sop)}  # masked LM is scored on the same segments, in their order
     settings = {k: v for k, v in asdict(config).items() if k not in ("teacher", "corpus")}
     key = hashlib.sha256(json.dumps({"version": _CACHE_VERSION, "teacher": weights_digest(teacher_dir),
                                      "corpus": _corpus_id(config.corpus), "settings": settings},
@@ -148,13 +150,16 @@ def _pairs(documents: list[Document], objective: str, config: PretrainConfig, se
                             "pair can be made (documents are separated by blank lines).")
     pairs = make_nsp_pairs(documents, seed=seed, sentences_per_segment=k) if objective == "nsp" else \
         make_sop_pairs(documents, seed=seed, sentences_per_segment=k)
-    if objective == "none":
-        pairs = pairs.map(lambda row: {"text": row["text_pair"], "text_pair": row["text"], "label": 0}
-                          if row["label"] else row)
     limit = limit or config.max_pairs
     if len(pairs) > limit:
         pairs = pairs.shuffle(seed=seed).select(range(limit))
-    return pairs
+    return _in_order(pairs) if objective == "none" else pairs
+
+
+def _in_order(sop_pairs: datasets.Dataset) -> datasets.Dataset:
+    """SOP pairs with the swapped ones put back in order: consecutive segments, for masked LM alone."""
+    return sop_pairs.map(lambda row: {"text": row["text_pair"], "text_pair": row["text"], "label": 0}
+                         if row["label"] else row)
 
 
 def _masking(tokenizer: Any, vocab_size: int) -> MaskingSpec:
