@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from compress.distributed import barrier, broadcast, main_first, world
 from compress.paths import atomic_dir, atomic_write_text, locked, notice
 
 CHECKSUMS = "checksums.json"
@@ -78,15 +80,37 @@ def verify(directory: Path) -> str | None:
     return None
 
 
-def cached(target: Path, what: str, build: Callable[[Path], None], load: Callable[[Path], T]) -> tuple[T, bool]:
+def cached(target: Path, what: str, build: Callable[[Path], None], load: Callable[[Path], T],
+           collective: bool = False) -> tuple[T, bool]:
     """The entry ``target`` loaded with ``load``, built first with ``build(tmp)`` when absent or damaged.
 
     Returns ``(value, hit)``. Building happens under the target's lock: a second process asking for the
     same entry waits for the first and then uses its result. A damaged entry is reported in one line
     (naming it and what was wrong) and rebuilt; ``load`` may raise ``ValueError`` to say an intact
     entry does not fit (another format), which rebuilds it too.
+
+    Under a launcher (see :mod:`compress.distributed`) rank 0 alone writes the entry. A ``collective``
+    build trains data-parallel, so every rank runs it (the others into a directory thrown away after);
+    any other build runs on rank 0 while the others wait, then load what it wrote.
     """
     target = Path(target)
+    if world().size > 1:
+        if not collective:
+            with main_first():
+                return _cached(target, what, build, load)
+        intact = broadcast(_use(target, load)[1] is None if world().is_main else None)
+        if not intact:
+            if world().is_main:
+                value, hit = _cached(target, what, build, load)
+            else:
+                with tempfile.TemporaryDirectory() as throwaway:
+                    build(Path(throwaway))
+            barrier()
+            return (value, hit) if world().is_main else (load(target), False)
+    return _cached(target, what, build, load)
+
+
+def _cached(target: Path, what: str, build: Callable[[Path], None], load: Callable[[Path], T]) -> tuple[T, bool]:
     value, problem = _use(target, load)
     if problem is None:
         return value, True
@@ -100,7 +124,7 @@ def cached(target: Path, what: str, build: Callable[[Path], None], load: Callabl
         with atomic_dir(target) as tmp:
             build(tmp)
             write_checksums(tmp)
-        return load(target), False
+    return load(target), False
 
 
 def unreadable(error: Exception) -> ValueError:

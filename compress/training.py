@@ -26,8 +26,10 @@ from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
 from compress.distill.losses import hard_ce
+from compress.distributed import World, all_gather, all_mean, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
+from compress.resume import StageCheckpoints, rng_state, set_rng_state
 
 Batch = dict[str, torch.Tensor]
 # A loss function returns the loss to minimise and its named parts (floats, for the log).
@@ -49,6 +51,7 @@ class TrainConfig:
     eval_batch_size: int = 128
     metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
     layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
+    precision: str = "fp32"          # fp32, or bf16 / fp16 autocast for the forward pass (see PRECISIONS)
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -62,6 +65,33 @@ class TrainConfig:
             raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
         if self.metric not in ("accuracy", "macro_f1", "loss"):
             raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
+
+
+# Training precision: the forward pass under torch.autocast in this dtype; weights, optimizer state and
+# gradients stay fp32. fp16 needs loss scaling (torch.amp.GradScaler), which compress does on CUDA only.
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
+    """A sentence for bf16 training on a CPU without bf16 arithmetic (AVX-512 BF16 or AMX), else None."""
+    from compress.bench.machine import cpu_features
+
+    features = cpu_features()
+    if precision != "bf16" or device.type != "cpu" or features.get("avx512_bf16") or features.get("amx_bf16"):
+        return None
+    return ("this CPU has no bf16 arithmetic (no AVX-512 BF16 or AMX), so bf16 autocast is emulated: a training "
+            "step measured 16x slower than fp32 on an AVX2 EPYC (benchmarks/training_precision.py).")
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """One sentence, before any training, when ``precision`` cannot train on ``device``."""
+    if precision not in PRECISIONS:
+        raise CompressError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}.")
+    if precision == "fp16" and device.type != "cuda":
+        raise CompressError("--precision fp16 trains on CUDA only (it needs loss scaling, and CPUs compute fp16 "
+                            "slowly); use --precision bf16 on the CPU, or --device cuda.")
 
 
 @dataclass
@@ -105,15 +135,23 @@ def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
 
 
 @torch.inference_mode()
-def predict(model: Encoder, batches: Iterable[Batch], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits and gold labels over ``batches`` (the model is put in eval mode)."""
+def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
+            world: World | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and gold labels over ``batches`` (the model is put in eval mode).
+
+    With a ``world`` of several processes, every rank passes the same batches and computes its slice of
+    each; the slices are gathered back in order, so every rank gets every example's logits once.
+    """
     model.eval()
-    logits, labels = [], []
+    world = world or World()
+    parts: list[tuple[torch.Tensor, torch.Tensor] | None] = []
     for batch in batches:
-        batch = to_device(batch, device)
-        logits.append(model(**model_inputs(batch)).logits.float().cpu())
-        labels.append(batch["labels"].cpu())
-    return torch.cat(logits), torch.cat(labels)
+        batch = to_device(local_slice(batch, world), device)
+        parts.append((model(**model_inputs(batch)).logits.float().cpu(), batch["labels"].cpu())
+                     if len(batch["labels"]) else None)
+    ordered = [part for batch in zip(*all_gather(parts)) for part in batch if part is not None] \
+        if world.size > 1 else parts
+    return torch.cat([logits for logits, _ in ordered]), torch.cat([labels for _, labels in ordered])
 
 
 def classification_metrics(logits: torch.Tensor, labels: torch.Tensor) -> Metrics:
@@ -138,9 +176,9 @@ def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | No
     return majority if accuracy <= majority + math.sqrt(majority * (1 - majority) / n) else None
 
 
-def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device) -> Metrics:
-    """Metrics of ``model`` on ``batches``."""
-    return classification_metrics(*predict(model, batches, device))
+def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, world: World | None = None) -> Metrics:
+    """Metrics of ``model`` on ``batches`` (shared out over the ranks of ``world``, when given)."""
+    return classification_metrics(*predict(model, batches, device, world))
 
 
 def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -222,6 +260,7 @@ def train_stage(
     extra_parameters: list[nn.Parameter] | None = None,
     evaluate_fn: Callable[[], dict[str, float]] | None = None,
     show_progress: bool = True,
+    checkpoints: StageCheckpoints | None = None,
 ) -> StageResult:
     """Train ``model`` for one stage and leave it holding the best dev checkpoint.
 
@@ -229,49 +268,103 @@ def train_stage(
     seeded per epoch); ``dev_batches()`` the dev batches. ``extra_parameters`` are trained too
     (distillation projections). ``evaluate_fn`` replaces the dev classification metrics when a
     stage has no classifier to improve (an intermediate-layer stage returns its dev ``loss``).
+    ``checkpoints`` saves the training state every so many steps and at every epoch end, and
+    continues from a saved one; under a launcher, every rank trains on its slice of each batch.
     """
     seed_everything(config.seed)
+    check_precision(config.precision, device)
     model.to(device)
     extra = extra_parameters or []
+    w = world()
     steps_per_epoch = len(train_batches(0))  # type: ignore[arg-type]
     total = steps_per_epoch * config.epochs
     optimizer = _optimizer(model, extra, config)
+    parameters = [p for g in optimizer.param_groups for p in g["params"]]
+    same_start(parameters)
     scheduler = _schedule(optimizer, total, config.warmup_ratio)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
+    autocast_dtype = PRECISIONS[config.precision]
     result = StageResult()
     best_score, best_state, bad_epochs = -math.inf, None, 0
-    start = time.perf_counter()
-    step = 0
+    first_epoch, skip, step, before = 0, 0, 0, 0.0
+    restored = checkpoints.restored if checkpoints else None
+    if restored is not None:
+        model.load_state_dict(restored["model"])
+        for p, saved in zip(extra, restored["extra"]):
+            p.data.copy_(saved)
+        optimizer.load_state_dict(restored["optimizer"])
+        scheduler.load_state_dict(restored["scheduler"])
+        scaler.load_state_dict(restored["scaler"])
+        set_rng_state(restored["rng"])
+        first_epoch, skip, step = restored["epoch"], restored["batches"], restored["step"]
+        best_score, best_state, bad_epochs = restored["best_score"], restored["best_state"], restored["bad_epochs"]
+        result = StageResult(**restored["result"])
+        before = result.seconds
 
-    with _progress(show_progress) as progress:
-        bar = progress.add_task(escape(name), total=total, loss=0.0, rate=0.0)
+    def save(epoch: int, batches: int) -> None:
+        if log is not None:
+            log.flush()
+        result.seconds = before + time.perf_counter() - start
+        checkpoints.save({  # type: ignore[union-attr]
+            "epoch": epoch, "batches": batches, "step": step, "model": model.state_dict(),
+            "extra": [p.detach() for p in extra], "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "rng": rng_state(),
+            "best_score": best_score, "best_state": best_state, "bad_epochs": bad_epochs, "result": asdict(result),
+        })
+
+    start = time.perf_counter()
+    with _progress(show_progress and w.is_main) as progress:
+        bar = progress.add_task(escape(name), total=total, completed=step, loss=0.0, rate=0.0)
+        say = progress.console.print if w.is_main else (lambda *args: None)  # rank 0 speaks for all
         # Without a terminal (CI logs, nohup) rich draws no bar: print a line every tenth instead.
-        plain_every = max(1, total // 10) if show_progress and not progress.console.is_terminal else 0
-        for epoch in range(config.epochs):
+        plain_every = max(1, total // 10) if show_progress and w.is_main and not progress.console.is_terminal else 0
+        for epoch in range(first_epoch, config.epochs):
+            if result.stopped_early:
+                break
             model.train()
             seen, epoch_start = 0, time.perf_counter()
-            for batch in train_batches(epoch):
-                batch = to_device(batch, device)
-                loss, parts = loss_fn(model, batch)
+            for index, batch in enumerate(train_batches(epoch)):
+                if index < skip:   # resumed mid-epoch: these batches were trained on before the checkpoint
+                    continue
+                size = len(batch["input_ids"])
+                if size < w.size:  # too few examples to give every rank one: skipped by all ranks alike
+                    continue
+                batch = to_device(local_slice(batch, w), device)
+                with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                    loss, parts = loss_fn(model, batch)
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]],
-                                               config.max_grad_norm)
-                optimizer.step()
+                # Each rank's loss is a mean over its slice; weighted by the slice's share of the global
+                # batch, the gradients averaged over ranks are those of the mean over the global batch.
+                share = len(batch["input_ids"]) / size
+                scaler.scale(loss * share * w.size).backward()
+                average_gradients(parameters)
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
+                scaler.step(optimizer)
+                scaler.update()
                 scheduler.step()
                 step += 1
-                seen += len(batch["input_ids"])
+                seen += size
+                logged = all_mean(torch.tensor([loss.item(), *parts.values()], dtype=torch.float64) * share) \
+                    if w.size > 1 else None
+                loss_value = logged[0].item() if logged is not None else loss.item()
+                if logged is not None:
+                    parts = dict(zip(parts, logged[1:].tolist()))
                 rate = seen / max(1e-9, time.perf_counter() - epoch_start)
-                progress.update(bar, advance=1, loss=loss.item(), rate=rate)
+                progress.update(bar, advance=1, loss=loss_value, rate=rate)
                 if plain_every and step % plain_every == 0:
-                    progress.console.print(
-                        f"{escape(name)}: step {step}/{total}, loss {loss.item():.4f}, {rate:.0f} ex/s")
+                    say(f"{escape(name)}: step {step}/{total}, loss {loss_value:.4f}, {rate:.0f} ex/s")
                 if log is not None:
-                    log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss.item(),
+                    log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss_value,
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
+                if checkpoints and checkpoints.every and step % checkpoints.every == 0 \
+                        and index + 1 < steps_per_epoch:
+                    save(epoch, index + 1)
+            skip = 0
             if evaluate_fn:
                 dev = evaluate_fn()
             else:
-                logits, labels = predict(model, dev_batches(), device)
+                logits, labels = predict(model, dev_batches(), device, w)
                 dev = classification_metrics(logits, labels).to_dict()
                 majority = no_better_than_majority(dev["accuracy"], labels) if epoch == 0 else None
                 if majority is not None:
@@ -279,7 +372,7 @@ def train_stage(
                         f"{name}: dev accuracy after the first epoch is {dev['accuracy']:.4f}, no better than "
                         f"always answering the most frequent class ({majority:.4f}): the model has not started "
                         "to learn; read the log, and give it more epochs or another learning rate.")
-                    progress.console.print(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
+                    say(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
                     if log is not None:
                         log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1,
                                               "message": result.warnings[-1]}) + "\n")
@@ -290,7 +383,7 @@ def train_stage(
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             shown = ", ".join(f"{k} {v:.4f}" for k, v in dev.items() if k != "examples")
-            progress.console.print(f"{escape(name)} epoch {epoch + 1}/{config.epochs}: dev {shown}")
+            say(f"{escape(name)} epoch {epoch + 1}/{config.epochs}: dev {shown}")
             if score > best_score:
                 best_score, bad_epochs = score, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -300,9 +393,10 @@ def train_stage(
                 if config.patience is not None and bad_epochs >= config.patience:
                     result.stopped_early = True
                     progress.update(bar, total=step)
-                    break
+            if checkpoints:
+                save(epoch + 1, 0)
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
-    result.seconds = time.perf_counter() - start
+    result.seconds = before + time.perf_counter() - start
     return result

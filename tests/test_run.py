@@ -98,6 +98,9 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("int8", "--target", "no/such/run"), "--target must be 'teacher' or a run directory"),
         (("distilbert", "--then", "bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
         (("albert", "--backend", "torch"), "--target and --backend are for quantization"),
+        (("distilbert", "--precision", "fp16", "--device", "cpu"), "--precision fp16 trains on CUDA only"),
+        (("distilbert", "--precision", "fp8"), "unknown --precision 'fp8'; use one of fp32, bf16, fp16"),
+        (("distilbert", "--checkpoint-every", "-1"), "--checkpoint-every must be 0 (epoch ends only) or more"),
         # Brackets in a message are printed as written, not read as rich markup.
         (("albert[sharing=all",), "cannot read the pipeline 'albert[sharing=all': expected ',' or ']'"),
     ],
@@ -111,6 +114,15 @@ def test_bad_input_fails_in_one_line_before_training(tiny, args, expected):
     assert len(lines) == 1 and expected in lines[0], done.stderr
     assert not out.exists()
     assert not (tiny["root"] / "empty-cache" / "teachers").exists()  # no fine-tuning started
+
+
+def test_bf16_trains_on_the_cpu_and_is_recorded(tiny):
+    out, done = _run(tiny, "distilbert", "--precision", "bf16", "--json", out=tiny["root"] / "run-bf16")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "config.json").read_text())["run"]["precision"] == "bf16"
+    losses = [r["loss"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "step" in r]
+    assert sum(losses[-5:]) < sum(losses[:5])   # it learns under autocast
+    assert json.loads(done.stdout)["student"]["accuracy"] >= 0.8
 
 
 def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):

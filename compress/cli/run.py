@@ -18,6 +18,7 @@ from compress.methods.registry import names
 from compress.models.config import EncoderConfig
 from compress.reports.records import RunRecord
 from compress.reports.run_record import batched_change
+from compress.resume import DEFAULT_EVERY
 from compress.teachers.registry import DEFAULT_TEACHER
 
 
@@ -25,7 +26,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          label_column: str | None, epochs: int | None, batch_size: int, lr: float | None, seed: int,
          layer_map: str | None, patience: int | None, out: str | None, overwrite: bool, device: str,
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
-         then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, **flags: Any) -> None:
+         then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
+         checkpoint_every: int, **flags: Any) -> None:
     """Train a student (albert, distilbert, tinybert) or transform a model (int8, static-int8, bf16, fp16, onnx),
     or both in a pipeline (distilbert+int8, or --then int8), evaluate against the fine-tuned teacher, and write
     a run directory per step."""
@@ -37,10 +39,13 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
-        overwrite=overwrite, target=target, then=list(then or []), threads=threads,
+        overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
+        checkpoint_every=checkpoint_every,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
     )
     result = run_method(config, show_progress=not as_json)
+    if result.record is None:  # another rank of a data-parallel run: rank 0 reports
+        return
     if as_json:
         print_json(_printed(result))
         return
@@ -76,6 +81,10 @@ def _settings() -> list[tuple[str, Any, Any]]:
                                         "steps write OUT-STEP.")),
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
         ("device", str, O("auto", help="auto, cpu or cuda.")),
+        ("precision", str, O("fp32", help="Training precision: fp32, bf16 (autocast) or fp16 (CUDA only).")),
+        ("checkpoint_every", int, O(DEFAULT_EVERY, help="Steps between checkpoints of unfinished training, besides "
+                                                     "every epoch end (0: epoch ends only); rerunning an "
+                                                     "interrupted command continues from the last one.")),
         ("teacher_epochs", int | None, O(None, help="Epochs of teacher fine-tuning (default 3).")),
         ("teacher_lr", float | None, O(None, help="Learning rate of teacher fine-tuning.")),
         ("teacher_batch_size", int | None, O(None, help="Batch size of teacher fine-tuning (default 32).")),

@@ -119,7 +119,7 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
         _train(config, train_pairs, held_out, (len(train_docs), len(held_docs)), tmp, resolve_device(device),
                show_progress)
 
-    record, hit = cached(target, "pre-trained encoder", build, _record_of)
+    record, hit = cached(target, "pre-trained encoder", build, _record_of, collective=True)
     return PretrainResult(target, record, cache_hit=hit)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +13,14 @@ from typing import Any
 
 from compress.data.load import load_task
 from compress.data.task import TaskData
+from compress.distributed import world
 from compress.errors import CompressError
-from compress.paths import locked, notice
+from compress.paths import atomic_dir, locked, notice
 from compress.reports.records import RunRecord
+from compress.resume import DEFAULT_EVERY
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
+from compress.training import PRECISIONS
 
 
 @dataclass
@@ -50,6 +54,8 @@ class RunConfig:
     threads: int | None = None
     out: str | None = None
     overwrite: bool = False
+    precision: str = "fp32"           # training precision: fp32, bf16 or fp16 (CUDA only)
+    checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -59,12 +65,26 @@ class RunConfig:
                 raise CompressError(f"{flag} must be a positive integer, got {value}.")
         if self.lr is not None and not self.lr > 0:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
+        if self.checkpoint_every < 0:
+            raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
+        if self.precision not in PRECISIONS:
+            raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISIONS)}.")
+
+
+# Settings that change where a run is written, how it is timed or checkpointed, not what it trains.
+NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every")
+
+
+def result_settings(run: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
+    run recorded before ``precision`` existed trained in fp32."""
+    return {"precision": "fp32"} | {k: v for k, v in run.items() if k not in NOT_RESULT}
 
 
 @dataclass
 class RunResult:
     directory: Path
-    record: RunRecord                  # its metrics.json
+    record: RunRecord | None           # its metrics.json (None on the ranks of a data-parallel run but rank 0)
     chained: RunResult | None = None   # the next step's run, in a pipeline
 
     def steps(self) -> list[RunResult]:
@@ -119,12 +139,28 @@ def claimed(out: Path, overwrite: bool) -> Iterator[Path]:
     A second process writing the same directory fails at once with one line instead of racing this
     one; temporary directories left beside ``out`` by a killed run are removed.
     """
+    if not world().is_main:  # rank 0 writes the run; the other ranks of a data-parallel run only train
+        yield out
+        return
     check_out(out, overwrite)  # a bad path fails with its own reason, not the lock's
     with locked(out, wait=False, what=f"the run {out}"):
         check_out(out, overwrite)  # again: another process may have written it meanwhile
         if overwrite and is_run_dir(out):
             notice(f"--overwrite: the run in {out} will be replaced when this one completes.")
         yield out
+
+
+@contextmanager
+def run_directory(out: Path) -> Iterator[Path]:
+    """Where a run writes its files: a temporary sibling of ``out`` that replaces it when the run completes
+    (:func:`compress.paths.atomic_dir`); on the other ranks of a data-parallel run, a directory thrown
+    away after (rank 0 writes the run)."""
+    if world().is_main:
+        with atomic_dir(out) as tmp:
+            yield tmp
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield Path(tmp)
 
 
 def run_task(config: RunConfig) -> TaskData:

@@ -29,18 +29,20 @@ from compress.distill.layer_maps import parse_layer_map, teacher_layers
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
+from compress.distributed import world
 from compress.errors import CompressError
 from compress.methods.pipeline import Step
 from compress.methods.registry import Preparation, StudentMethod, get_method
 from compress.models.checkpoints import save_encoder
 from compress.models.encoder import Encoder
-from compress.paths import atomic_dir
+from compress.paths import notice
 from compress.quantize.predictors import TorchPredictor
 from compress.reports.run_record import run_metrics, write_run_record
-from compress.runs.config import RunConfig, RunResult, claimed, out_dir, run_task
+from compress.resume import Resume, StageCheckpoints
+from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
-from compress.training import TrainConfig, evaluate, seed_everything, train_stage
+from compress.training import TrainConfig, check_precision, evaluate, seed_everything, slow_bf16_warning, train_stage
 
 
 def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
@@ -52,12 +54,14 @@ def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
 
 def _stage_config(stage: Stage, config: RunConfig) -> TrainConfig:
     return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=config.batch_size, seed=config.seed,
-                       patience=config.patience, metric="loss" if stage.select_on == "loss" else "accuracy")
+                       patience=config.patience, metric="loss" if stage.select_on == "loss" else "accuracy",
+                       precision=config.precision)
 
 
 def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
     """Train the student of one student method; every check that can fail on bad input happens before
     any training. ``pipeline``, when this run is a pipeline's first step, is recorded in config.json."""
+    w = world(config.device)
     method = get_method(config.method)
     if method.kind != "student":
         raise CompressError(f"{method.name} trains no student; run it with compress.runs.pipeline.run.")
@@ -74,8 +78,12 @@ def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: st
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
+    check_precision(config.precision, resolve_device(config.device))
+    if w.is_main and (slow := slow_bf16_warning(config.precision, resolve_device(config.device))):
+        notice(slow)
     with claimed(out_dir(config, task.name), config.overwrite) as out:
-        return _distil(config, method, options, task, student_shape, recipe, out, show_progress, pipeline)
+        return _distil(config, method, options, task, student_shape, recipe, out, show_progress and w.is_main,
+                       pipeline)
 
 
 def _distil(config: RunConfig, method: StudentMethod, options, task, student_shape, recipe: Recipe, out: Path,
@@ -92,12 +100,18 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     student = method.build(teacher, options).to(device)
 
     start = time.perf_counter()
-    with atomic_dir(out) as tmp, open(tmp / "log.jsonl", "w") as log:
-        stages = []
-        for stage in recipe.stages:
+    resume = Resume({"run": result_settings(asdict(config)), "teacher": finetuned.record["fingerprint"]},
+                    f"the run {out}", config.checkpoint_every)
+    with run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
+        log.write(resume.log())
+        stages = resume.finished_stages()
+        for index, stage in enumerate(recipe.stages[len(stages):], start=len(stages)):
             stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
-                                 config, device, log, show_progress))
-        student_test = evaluate(student, data.dataloader("test", batch_size=128), device)
+                                       config, device, log, show_progress,
+                                       resume.stage(index, stages, tmp / "log.jsonl")))
+        student_test = evaluate(student, data.dataloader("test", batch_size=128), device, world())
+        if not world().is_main:
+            return RunResult(out, None)
         student.cpu()
         speed = measure_models(config, data, teacher=teacher.cpu(), student=student)
         layout = save_encoder(student, tmp / "student", tokenizer=load_tokenizer(str(finetuned.directory)),
@@ -110,10 +124,11 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
         )
         full_config = {"run": asdict(config), "recipe": recipe.to_dict(), "options": asdict(options),
                        "teacher_dir": str(finetuned.directory), "teacher_config": teacher.config.to_dict(),
-                       "max_length": data.max_length}
+                       "max_length": data.max_length, "processes": world().size}
         if pipeline:
             full_config["pipeline"] = pipeline
         write_run_record(tmp, record, full_config, seed=config.seed)
+    resume.finish()
     return RunResult(out, record)
 
 
@@ -126,7 +141,8 @@ def measure_models(config: RunConfig, data, seq_len: int | None = None, **models
 
 
 def distil_stage(stage: Stage, recipe: Recipe, teacher, student, data, teacher_fingerprint: str,
-           config: RunConfig, device: torch.device, log, show_progress: bool) -> dict[str, Any]:
+                 config: RunConfig, device: torch.device, log, show_progress: bool,
+                 checkpoints: StageCheckpoints | None = None) -> dict[str, Any]:
     objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
     train_config = _stage_config(stage, config)
     if objective.needs_teacher_forward:
@@ -147,6 +163,7 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher, student, data, teacher_f
         device=device, name=f"{recipe.method}: {stage.name}", log=log,
         extra_parameters=list(objective.projections.parameters()),
         evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,
+        checkpoints=checkpoints,
     )
     return {"stage": stage.name, "best_epoch": result.best_epoch, "best_dev": result.best_dev,
             "seconds": round(result.seconds, 1), "stopped_early": result.stopped_early, "warnings": result.warnings}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compress.distributed import launched
 from compress.errors import CompressError
 from compress.methods.pipeline import Step, check, parse
 from compress.methods.registry import Method, all_methods, flag_for, option_fields
@@ -97,6 +98,9 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     Every step is checked before the first one does any work."""
     steps = plan(config)
     pipeline = "+".join(str(Step(s.method.name, s.config.options)) for s in steps) if len(steps) > 1 else None
+    if launched() and (len(steps) > 1 or steps[0].method.kind != "student"):
+        raise CompressError("data-parallel runs train one student method (albert, distilbert, tinybert); run "
+                            "transforms and later pipeline steps in one process, with --target RUN_DIR.")
     for step in steps:
         if step.method.kind == "transform":
             step.method.check(step.config, step.options)  # fail before training, not after

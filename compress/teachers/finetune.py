@@ -20,9 +20,11 @@ from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
 from compress.device import resolve_device
+from compress.distributed import world
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
 from compress.paths import atomic_dir, cache_dir
+from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 from compress.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
 
@@ -58,9 +60,18 @@ class FinetunedTeacher:
 def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, config: FinetuneConfig) -> str:
     material = {
         "version": CACHE_VERSION, "teacher": weights_digest(teacher_dir), "task": task.fingerprint,
-        "content": task.content_digest(), "max_length": max_length, "train": asdict(config.train),
+        "content": task.content_digest(), "max_length": max_length, "train": _train_settings(config.train),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _train_settings(train: TrainConfig) -> dict[str, Any]:
+    """The fine-tuning settings in the fingerprint (fp32, the default precision, is left out, so entries
+    made before precision was a setting stay valid)."""
+    settings = asdict(train)
+    if settings["precision"] == "fp32":
+        del settings["precision"]
+    return settings
 
 
 def read_record(directory: Path) -> dict[str, Any]:
@@ -104,14 +115,16 @@ def finetune_teacher(
             )
         model = loaded.model
         tc = config.train
+        resume = Resume({"teacher": fingerprint}, f"fine-tuning {teacher}")
         result = train_stage(
             model, hard_label_loss,
             train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
             dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
-            config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
+            config=tc, device=torch_device, name=f"fine-tune {teacher}",
+            show_progress=show_progress and world().is_main, checkpoints=resume.stage(0, []),
         )
         start = time.perf_counter()
-        test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device)
+        test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device, world())
         record = {
             "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
             "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
@@ -122,13 +135,14 @@ def finetune_teacher(
         }
         save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
         (tmp / RECORD).write_text(json.dumps(record, indent=2))
+        resume.finish()
 
     if force:  # train again, then replace the entry (under its lock) as cached() would
         with atomic_dir(target) as tmp:
             build(tmp)
             write_checksums(tmp)
         return FinetunedTeacher(target, read_record(target), cache_hit=False)
-    record, hit = cached(target, "fine-tuned teacher", build, read_record)
+    record, hit = cached(target, "fine-tuned teacher", build, read_record, collective=True)
     return FinetunedTeacher(target, record, cache_hit=hit)
 
 

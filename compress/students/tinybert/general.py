@@ -78,7 +78,7 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
 
     return cached(target, "general-distilled student",
                   lambda tmp: _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress),
-                  _student_of)[0]
+                  _student_of, collective=True)[0]
 
 
 def _student_of(entry: Path) -> Path:

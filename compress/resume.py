@@ -1,0 +1,133 @@
+"""Training that survives an interruption: checkpoints of an unfinished run, and continuing from them.
+
+A run (or a cache entry that trains: a fine-tuned teacher, a general-distilled student, a
+pre-trained encoder) keeps its training state in ``cache_dir()/unfinished/KEY/state.pt``, where KEY
+is a digest of everything that decides what it trains: the same command finds it again, wherever
+it writes its result. The state is the model, the optimizer, the scheduler, the random generators,
+the position in the epoch, the best epoch so far, the stages already finished and the log written so
+far; it is saved every ``--checkpoint-every`` steps and at every epoch end, through a temporary file
+and a rename, so a kill at any moment leaves the previous checkpoint whole. Re-running the command
+after Ctrl-C, ``kill -9`` or a lost node continues from it (and says so in one line); with the same
+seed it ends with the same metrics as a run that was never stopped. The directory is removed when
+the run completes: checkpoints are never part of a run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from compress.distributed import world
+from compress.paths import cache_dir, notice
+
+FORMAT = 1
+DEFAULT_EVERY = 500   # steps between checkpoints, besides every epoch end
+
+
+@dataclass
+class StageCheckpoints:
+    """What a training stage needs to checkpoint: how often, where to, and the state to continue from."""
+
+    every: int                               # steps between checkpoints (0: epoch ends only)
+    save: Callable[[dict[str, Any]], None]   # stores the stage's training state
+    restored: dict[str, Any] | None          # the stage's state to continue from, if any
+
+
+def rng_state() -> dict[str, Any]:
+    """The random generators a training step draws from (dropout, shuffling helpers)."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss)}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, keys, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class Resume:
+    """The checkpoints of one unfinished training job, identified by ``key`` (any JSON-able value)."""
+
+    def __init__(self, key: Any, what: str, every: int = DEFAULT_EVERY) -> None:
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        self.directory = cache_dir() / "unfinished" / digest
+        self.file = self.directory / "state.pt"
+        self.what = what
+        self.every = every
+        self.saved = self._load()
+        self.said = False
+
+    def _load(self) -> dict[str, Any] | None:
+        if not self.file.is_file():
+            return None
+        try:
+            state = torch.load(self.file, map_location="cpu", weights_only=True)
+            if state.get("format") != FORMAT:
+                raise ValueError(f"format {state.get('format')}")
+            return state
+        except Exception as e:  # a checkpoint that cannot be read is not worth failing the run for
+            notice(f"the checkpoint of {self.what} in {self.file} cannot be read ({type(e).__name__}); "
+                   "starting from the beginning.")
+            return None
+
+    def finished_stages(self) -> list[dict[str, Any]]:
+        """The summaries of the stages that were complete when the checkpoint was saved."""
+        return list(self.saved["stages_done"]) if self.saved else []
+
+    def log(self) -> str:
+        """The log the run had written when the checkpoint was saved."""
+        return self.saved["log"] if self.saved else ""
+
+    def stage(self, index: int, done: list[dict[str, Any]], log: Path | None = None) -> StageCheckpoints:
+        """Checkpoints for stage ``index`` (after the stages ``done``), continuing from the saved state
+        when it was saved during this stage. ``log`` is the run's log file, saved with the state."""
+        restored = None
+        if self.saved and self.saved["stage"] == index:
+            restored = self.saved["train"]
+            if not self.said:
+                self.said = True
+                saved_at = time.strftime("%H:%M:%S", time.localtime(self.saved["time"]))
+                where = f"the end of epoch {restored['epoch']}" if not restored["batches"] else \
+                    f"epoch {restored['epoch'] + 1}, step {restored['step']}"
+                if world().is_main:
+                    notice(f"resuming {self.what} from its checkpoint at {where} (saved {saved_at}); "
+                           f"`rm -r {self.directory}` starts it afresh.")
+
+        def save(train: dict[str, Any]) -> None:
+            if not world().is_main:
+                return
+            state = {"format": FORMAT, "time": time.time(), "stage": index, "stages_done": list(done),
+                     "log": log.read_text() if log is not None and log.is_file() else "", "train": train}
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.directory)
+            os.close(fd)
+            try:
+                torch.save(state, tmp)
+                os.replace(tmp, self.file)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+        return StageCheckpoints(self.every, save, restored)
+
+    def finish(self) -> None:
+        """The job completed: its checkpoints go."""
+        if world().is_main:
+            shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,68 @@
+"""Interrupted runs continue from their last checkpoint: real processes, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+
+EPOCHS = 3
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+    teacher, csv = make_tiny_teacher(root / "teacher"), write_tiny_csv(root / "reviews.csv", copies=30)
+    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", str(EPOCHS),
+            "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
+            "--teacher-batch-size", "8", "--threads", "1", "--checkpoint-every", "0"]
+    reference = root / "uninterrupted"
+    done = run_cli(*args, "--out", str(reference), env=env)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "env": env, "args": args, "reference": reference}
+
+
+def _losses(run_dir) -> list[tuple[int, float]]:
+    lines = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in lines if "step" in r]
+
+
+def _checkpoints(tiny) -> list:
+    return list((tiny["root"] / "cache" / "unfinished").glob("*/state.pt"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tiny, signum):
+    out = tiny["root"] / f"interrupted-{signum.name}"
+    process = subprocess.Popen([sys.executable, "-m", "compress", *tiny["args"], "--out", str(out)], cwd=REPO,
+                               env={**os.environ, **tiny["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + 300
+    while not _checkpoints(tiny) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signum)   # the first checkpoint is the end of epoch 1
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == (130 if signum == signal.SIGINT else -signal.SIGKILL), stderr
+    assert not out.exists()       # nothing half-written in the run's place
+    assert len(_checkpoints(tiny)) == 1
+
+    done = run_cli(*tiny["args"], "--out", str(out), env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    resumed = re.search(r"resuming the run .* from its checkpoint at the end of epoch (\d)", done.stderr)
+    assert resumed, done.stderr
+    reference = _losses(tiny["reference"])
+    steps_per_epoch = len(reference) // EPOCHS
+    steps_trained = [int(s) for s in re.findall(r"step (\d+)/", done.stderr)]
+    assert steps_trained and min(steps_trained) > int(resumed.group(1)) * steps_per_epoch  # epoch 1 not redone
+    assert _losses(out) == reference   # the log before the checkpoint was kept, and every later loss is the same
+    ours, theirs = (json.loads((d / "metrics.json").read_text())["student"] for d in (out, tiny["reference"]))
+    assert (ours["accuracy"], ours["macro_f1"]) == (theirs["accuracy"], theirs["macro_f1"])
+    assert not _checkpoints(tiny)      # a finished run leaves no checkpoint behind
