@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
@@ -138,6 +141,34 @@ def test_a_bad_pipeline_fails_in_one_line_before_any_work(compared, methods, exp
                    env=compared["env"])
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
     assert not (compared["root"] / "never").exists()
+
+
+def test_ray_executor_trains_through_a_local_ray_instance_and_writes_the_same_rows(compared):
+    out = compared["root"] / "cmp-ray"
+    args = [*compared["args"], "--methods", "distilbert,distilbert+int8", "--executor", "ray", "--cpus-per-run", "1"]
+    args[args.index("--out") + 1] = str(out)
+    done = run_cli(*args, env={**compared["env"], "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Started a local Ray instance" in done.stderr and "finished distilbert+int8 (ray)" in done.stderr
+    ours = json.loads(done.stdout)
+    assert ours["reused"] == [] and [m["method"] for m in ours["methods"]] == ["distilbert", "distilbert+int8"]
+    theirs = {m["method"]: m for m in compared["first"]["methods"]}
+    for row in ours["methods"]:
+        same = ("params", "size_bytes", "accuracy", "macro_f1", "retention", "backend", "steps")
+        assert {k: row[k] for k in same} == {k: theirs[row["method"]][k] for k in same}
+    parent = json.loads((out / "runs" / "distilbert+int8" / "metrics.json").read_text())["chain"][0]
+    assert parent["run_dir"] == str(out / "runs" / "distilbert")   # the pipeline's step ran after its parent
+
+
+def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
+    script = "import sys; sys.modules['ray'] = None; from compress.cli.app import main; main()"
+    done = subprocess.run([sys.executable, "-c", script, "compare", "--teacher", str(compared["root"] / "teacher"),
+                           "--dataset", str(compared["csv"]), "--methods", "int8", "--executor", "ray",
+                           "--out", str(tmp_path / "never")], capture_output=True, text=True,
+                          env={**os.environ, **compared["env"]}, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == \
+        "error: --executor ray needs Ray, which is not installed: pip install 'compress[ray]'."
+    assert not (tmp_path / "never").exists()
 
 
 def test_changed_data_is_trained_again(compared):

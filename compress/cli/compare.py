@@ -31,15 +31,22 @@ def compare(
     teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
     teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
+    executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
+                                                "speed is still measured here, in one process)."),
+    address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),
+    cpus_per_run: float = typer.Option(1.0, help="CPUs each Ray task declares (and trains with)."),
+    gpus_per_run: float = typer.Option(0.0, help="GPUs each Ray task declares."),
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
     from compress.methods.pipeline import split_list
     from compress.runs.compare import CompareConfig
     from compress.runs.compare import compare as run_compare
+    from compress.runs.executors import Executor
 
     config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
                            seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,
+                           executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
     if methods is not None:
         config.methods = split_list(methods)

@@ -53,11 +53,11 @@ from compress.reports.records import (
     read_run_record,
 )
 from compress.reports.run_record import explanation
-from compress.runs.config import RunConfig
+from compress.runs.config import RunConfig, result_settings
+from compress.runs.executors import Executor, run_all
 from compress.runs.pipeline import run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
-
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 10, for the measurement that chose it).
@@ -88,6 +88,7 @@ class CompareConfig:
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
 
 
 @dataclass(frozen=True)
@@ -130,12 +131,8 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                      out=str(directory) if directory else None, overwrite=True)
 
 
-# Settings that change where a run is written or how it is timed, not what it trains.
-NOT_RESULT = ("out", "overwrite", "threads")
-
-
 def _config_key(run: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in run.items() if k not in NOT_RESULT}, sort_keys=True, default=str)
+    return json.dumps(result_settings(run), sort_keys=True, default=str)
 
 
 def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
@@ -151,6 +148,19 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
     return record if same and record.dataset.fingerprint == split_fingerprint else None
+
+
+def _run_or_reuse(config: CompareConfig, step: PlannedRun, out: Path, parent: tuple[Path, RunRecord, bool] | None,
+                  split_fingerprint: str, show_progress: bool = True) -> tuple[Path, RunRecord, bool]:
+    """One run of the comparison, after its parent's: reused when ``out/runs/NAME`` already holds it as
+    this configuration (and the parent as it is now) would make it, else trained (resuming an unfinished
+    one from its checkpoint). Returns its directory, its record and whether it was reused."""
+    run_dir = out / "runs" / step.name
+    run_config = _run_config(config, step, str(parent[0]) if parent else "teacher", run_dir)
+    record = completed_run(run_dir, run_config, split_fingerprint, parent[1].chain if parent else None)
+    if record is not None:
+        return run_dir, record, True
+    return run_dir, run(run_config, show_progress).record, False
 
 
 def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int]) -> Predictor:
@@ -190,20 +200,12 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 
-    runs: dict[str, tuple[Path, RunRecord]] = {}
-    reused = []
-    for step in planned:
-        run_dir = out / "runs" / step.name
-        parent_dir, parent = runs[step.parent] if step.parent else (None, None)
-        run_config = _run_config(config, step, str(parent_dir) if parent_dir else "teacher", run_dir)
-        record = completed_run(run_dir, run_config, task.fingerprint, parent.chain if parent else None)
-        if record is None:
-            say(f"running {step.name}")
-            record = run(run_config).record
-        else:
-            reused.append(step.name)
-            say(f"reusing {run_dir}")
-        runs[step.name] = (run_dir, record)
+    made = run_all(planned, lambda step, parent, show_progress=True: _run_or_reuse(
+        config, step, out, parent, task.fingerprint, show_progress), config.executor, say)
+    runs = {name: (run_dir, record) for name, (run_dir, record, _) in made.items()}
+    reused = [name for name, (_, _, was_reused) in made.items() if was_reused]
+    if reused:
+        say(f"reused {len(reused)} finished run(s) in {out / 'runs'}: {', '.join(reused)}")
 
     seq_len = config.seq_len or speed_seq_len(data)
     say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
