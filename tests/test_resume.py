@@ -66,3 +66,48 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tiny, signu
     ours, theirs = (json.loads((d / "metrics.json").read_text())["student"] for d in (out, tiny["reference"]))
     assert (ours["accuracy"], ours["macro_f1"]) == (theirs["accuracy"], theirs["macro_f1"])
     assert not _checkpoints(tiny)      # a finished run leaves no checkpoint behind
+
+
+def test_a_stage_stopped_mid_epoch_continues_from_its_last_step_checkpoint(tmp_path, monkeypatch):
+    """--checkpoint-every N: stopped between two epoch ends, the stage continues from the last N-step
+    checkpoint (skipping the batches it had trained on) and ends with the weights and losses of a stage
+    never stopped."""
+    import torch
+    from helpers import tiny_config
+
+    from compress.models.encoder import Encoder
+    from compress.resume import Resume
+    from compress.training import TrainConfig, hard_label_loss, train_stage
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
+
+    def batches(epoch: int):
+        g = torch.Generator().manual_seed(epoch)
+        ids = torch.randint(1, 101, (6, 4, 10), generator=g)
+        return [{"input_ids": b, "attention_mask": torch.ones_like(b), "token_type_ids": torch.zeros_like(b),
+                 "labels": b[:, 0] % 3} for b in ids]
+
+    def train(checkpoints=None, stop_at: int | None = None):
+        torch.manual_seed(0)
+        model, losses = Encoder(tiny_config()), []
+
+        def loss_fn(m, batch):
+            if stop_at is not None and len(losses) == stop_at:
+                raise KeyboardInterrupt   # what Ctrl-C raises, at a step that is not an epoch end
+            loss, parts = hard_label_loss(m, batch)
+            losses.append(loss.item())
+            return loss, parts
+
+        train_stage(model, loss_fn, batches, lambda: batches(9), TrainConfig(epochs=2, lr=1e-3, seed=3),
+                    device=torch.device("cpu"), show_progress=False, checkpoints=checkpoints)
+        return model, losses
+
+    reference, reference_losses = train()
+    with pytest.raises(KeyboardInterrupt):
+        train(Resume("mid-epoch", "a test stage", every=4).stage(0, []), stop_at=10)   # checkpoints at 4 and 6, 8
+    resume = Resume("mid-epoch", "a test stage", every=4)
+    assert resume.saved["train"]["step"] == 8 and resume.saved["train"]["batches"] == 2   # epoch 2, batch 2
+    model, losses = train(resume.stage(0, []))
+    assert losses == reference_losses[8:]          # only the steps after the checkpoint, each as before
+    for a, b in zip(model.state_dict().values(), reference.state_dict().values()):
+        assert torch.equal(a, b)

@@ -125,6 +125,16 @@ def test_bf16_trains_on_the_cpu_and_is_recorded(tiny):
     assert json.loads(done.stdout)["student"]["accuracy"] >= 0.8
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_run_trains_on_cuda_in_every_precision(tiny, precision):
+    out, done = _run(tiny, "distilbert", "--device", "cuda", "--precision", precision, "--json",
+                     out=tiny["root"] / f"run-cuda-{precision}")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "config.json").read_text())["run"]["precision"] == precision
+    assert json.loads(done.stdout)["student"]["accuracy"] >= 0.8
+
+
 def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):
     done = run_cli("run", "albert", "--teacher", "bert-large", "--dataset", str(tiny["csv"]),
                    "--out", str(tmp_path / "run"), env={"HF_HOME": str(tmp_path / "hf")})
