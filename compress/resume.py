@@ -95,12 +95,16 @@ class Resume:
         """The log the run had written when the checkpoint was saved."""
         return self.saved["log"] if self.saved else ""
 
-    def stage(self, index: int, done: list[dict[str, Any]], log: Path | None = None) -> StageCheckpoints:
+    def stage(self, index: int, done: list[dict[str, Any]], log: Path | None = None,
+              generators: tuple[torch.Generator, ...] = ()) -> StageCheckpoints:
         """Checkpoints for stage ``index`` (after the stages ``done``), continuing from the saved state
-        when it was saved during this stage. ``log`` is the run's log file, saved with the state."""
+        when it was saved during this stage. ``log`` is the run's log file, saved with the state;
+        ``generators`` are random generators of the caller's own (masking), saved and restored with it."""
         restored = None
         if self.saved and self.saved["stage"] == index:
             restored = self.saved["train"]
+            for generator, state in zip(generators, self.saved["generators"]):
+                generator.set_state(state)
             if not self.said:
                 self.said = True
                 saved_at = time.strftime("%H:%M:%S", time.localtime(self.saved["time"]))
@@ -114,7 +118,8 @@ class Resume:
             if not world().is_main:
                 return
             state = {"format": FORMAT, "time": time.time(), "stage": index, "stages_done": list(done),
-                     "log": log.read_text() if log is not None and log.is_file() else "", "train": train}
+                     "log": log.read_text() if log is not None and log.is_file() else "", "train": train,
+                     "generators": [g.get_state() for g in generators]}
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.directory)
             os.close(fd)

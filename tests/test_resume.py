@@ -111,3 +111,22 @@ def test_a_stage_stopped_mid_epoch_continues_from_its_last_step_checkpoint(tmp_p
     assert losses == reference_losses[8:]          # only the steps after the checkpoint, each as before
     for a, b in zip(model.state_dict().values(), reference.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_a_callers_own_generator_is_saved_and_restored_with_the_stage(tmp_path, monkeypatch):
+    """Pre-training draws its masks from a generator of its own: a resumed stage must draw what it would have."""
+    import torch
+
+    from compress.resume import Resume
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
+    generator = torch.Generator().manual_seed(5)
+    torch.rand(7, generator=generator)
+    Resume("masks", "a test stage").stage(0, [], generators=(generator,)).save({"epoch": 1, "batches": 0, "step": 1})
+    expected = torch.rand(3, generator=generator)
+    fresh = torch.Generator().manual_seed(5)
+    checkpoints = Resume("masks", "a test stage").stage(0, [], generators=(fresh,))
+    assert checkpoints.restored == {"epoch": 1, "batches": 0, "step": 1}
+    assert torch.equal(torch.rand(3, generator=fresh), expected)
+    Resume("masks", "a test stage").finish()
+    assert not list(tmp_path.glob("unfinished/*"))

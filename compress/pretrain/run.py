@@ -31,12 +31,14 @@ from compress.cache import cached
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
 from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs
 from compress.device import resolve_device
+from compress.distributed import world
 from compress.errors import CompressError
 from compress.models.checkpoints import save_encoder, weights_digest
 from compress.models.encoder import Encoder
 from compress.paths import cache_dir
 from compress.pretrain.masking import IGNORE, MaskingSpec, mask_tokens
 from compress.pretrain.model import PretrainingModel
+from compress.resume import Resume
 from compress.students.albert import AlbertOptions, albert_config, build_albert
 from compress.teachers.registry import DEFAULT_TEACHER, load_teacher, load_tokenizer, resolve_teacher_dir
 from compress.training import Batch, TrainConfig, seed_everything, to_device, train_stage
@@ -116,8 +118,10 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
     target = cache_dir() / "pretrain" / key
 
     def build(tmp: Path) -> None:
+        resume = Resume({"pretrain": key}, f"pre-training ({config.objective})")
         _train(config, train_pairs, held_out, (len(train_docs), len(held_docs)), tmp, resolve_device(device),
-               show_progress)
+               show_progress, resume)
+        resume.finish()
 
     record, hit = cached(target, "pre-trained encoder", build, _record_of, collective=True)
     return PretrainResult(target, record, cache_hit=hit)
@@ -170,7 +174,7 @@ def _masking(tokenizer: Any, vocab_size: int) -> MaskingSpec:
 
 
 def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs: dict[str, datasets.Dataset],
-           documents: tuple[int, int], out: Path, device: torch.device, show_progress: bool) -> None:
+           documents: tuple[int, int], out: Path, device: torch.device, show_progress: bool, resume: Resume) -> None:
     teacher = load_teacher(config.teacher, num_labels=2).model
     tokenizer = load_tokenizer(config.teacher)
     seed_everything(config.seed)
@@ -202,6 +206,7 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
         return evaluate_pretraining(model, held_out, collator, spec, config.objective, device)
 
     with open(out / "log.jsonl", "w") as log:
+        log.write(resume.log())
         result = train_stage(
             model, loss_fn,
             lambda epoch: make_dataloader(train, collator, batch_size=config.batch_size, shuffle=True,
@@ -209,7 +214,8 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
             lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                     seed=config.seed, metric="loss"),
             device=device, name=f"pretrain ({config.objective})", log=log, evaluate_fn=held_out_metrics,
-            show_progress=show_progress,
+            show_progress=show_progress and world().is_main,
+            checkpoints=resume.stage(0, [], out / "log.jsonl", generators=(generator,)),
         )
     model.cpu()
     save_encoder(model.encoder, out / "encoder", tokenizer=tokenizer)

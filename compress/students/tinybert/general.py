@@ -25,10 +25,12 @@ from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Stage
 from compress.distill.recipes import tinybert_recipe
+from compress.distributed import world
 from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import cache_dir
+from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 from compress.training import TrainConfig, seed_everything, train_stage
 
@@ -76,9 +78,12 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
                                     sort_keys=True).encode()).hexdigest()[:20]
     target = cache_dir() / "general" / key
 
-    return cached(target, "general-distilled student",
-                  lambda tmp: _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress),
-                  _student_of, collective=True)[0]
+    def build(tmp: Path) -> None:
+        resume = Resume({"general": key}, "general distillation")
+        _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress, resume)
+        resume.finish()
+
+    return cached(target, "general-distilled student", build, _student_of, collective=True)[0]
 
 
 def _student_of(entry: Path) -> Path:
@@ -89,7 +94,7 @@ def _student_of(entry: Path) -> Path:
 
 
 def _distil(teacher: str, teacher_dir: Path, student_config: EncoderConfig, config: GeneralDistillConfig,
-            out: Path, device: str, show_progress: bool) -> None:
+            out: Path, device: str, show_progress: bool, resume: Resume) -> None:
     """Train the general-distilled student and write it to ``out/student`` with ``out/record.json``."""
     torch_device = resolve_device(device)
     tokenizer = load_tokenizer(str(teacher_dir))
@@ -115,7 +120,8 @@ def _distil(teacher: str, teacher_dir: Path, student_config: EncoderConfig, conf
         lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                 seed=config.seed, metric="loss"),
         device=torch_device, name="general distillation", extra_parameters=list(objective.projections.parameters()),
-        evaluate_fn=held_out_loss, show_progress=show_progress,
+        evaluate_fn=held_out_loss, show_progress=show_progress and world().is_main,
+        checkpoints=resume.stage(0, []),
     )
     record = {"teacher": teacher, "corpus": config.corpus, "passages": len(train), "config": asdict(config),
               "held_out_loss": result.best_dev, "history": [{"epoch": h["epoch"], "loss": h["loss"]}
