@@ -22,7 +22,6 @@ import torch
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
 from compress.distill.losses import hard_ce
@@ -156,6 +155,8 @@ def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
 
 def classification_metrics(logits: torch.Tensor, labels: torch.Tensor) -> Metrics:
     """Accuracy and macro-F1 (scikit-learn) and mean cross-entropy of ``logits`` against ``labels``."""
+    from sklearn.metrics import accuracy_score, f1_score  # here: importing scikit-learn takes a second
+
     predictions = logits.argmax(-1).numpy()
     gold = labels.numpy()
     return Metrics(

@@ -23,6 +23,8 @@ neurons counts 2 n H (3 h d) + 2 n n h d * 2 + 2 n h d H for attention and 2 n H
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -87,10 +89,29 @@ class ParamCount:
         return self.by_component["classifier"]
 
 
+_INITIALISERS = ("normal_", "uniform_", "zeros_", "ones_", "constant_", "kaiming_uniform_", "trunc_normal_")
+
+
+@contextmanager
+def _shapes_only() -> Iterator[None]:
+    """Build modules on the meta device without running their weight initialisers: counting needs shapes
+    only, and torch runs ``normal_`` on meta tensors through Python decompositions whose first call
+    imports torch._dynamo (2-3 s, in every command that counts a configuration's parameters)."""
+    saved = {name: getattr(nn.init, name) for name in _INITIALISERS}
+    try:
+        for name in _INITIALISERS:
+            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        with torch.device("meta"):
+            yield
+    finally:
+        for name, initialiser in saved.items():
+            setattr(nn.init, name, initialiser)
+
+
 def count_parameters(model_or_config: nn.Module | EncoderConfig) -> ParamCount:
     """Count parameters by component; a config is built on the meta device (no memory used)."""
     if isinstance(model_or_config, EncoderConfig):
-        with torch.device("meta"):
+        with _shapes_only():
             model: nn.Module = Encoder(model_or_config)
     else:
         model = model_or_config
