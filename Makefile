@@ -29,8 +29,9 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the browser test will be skipped (apt-get install chromium)."
 
+# One worker per CPU, each taking whole test files (a file's fixtures are built once, in one worker).
 test: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ class World:
 
 
 _world: World | None = None
+WAIT = timedelta(hours=6)
 
 
 def launched() -> bool:
@@ -56,7 +58,9 @@ def world(device: str = "auto") -> World:
         else:
             from accelerate import PartialState
 
-            state = PartialState(cpu=device == "cpu" or not torch.cuda.is_available())
+            # Ranks wait at barriers while rank 0 fills a cache (teacher logits, an augmented split): hours on
+            # a large corpus, where the default timeout is 30 minutes.
+            state = PartialState(cpu=device == "cpu" or not torch.cuda.is_available(), timeout=WAIT)
             _world = World(rank=state.process_index, size=state.num_processes, local_rank=state.local_process_index)
     return _world
 
