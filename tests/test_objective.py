@@ -80,8 +80,23 @@ def test_cached_teacher_logits_give_the_same_loss_as_running_the_teacher():
     torch.testing.assert_close(fresh, reused)
 
 
+def test_an_albert_intermediate_stage_makes_an_identical_student_lose_nothing():
+    """--intermediate-epochs puts TinyBERT's hidden + attention stage (selected on its dev loss) before the
+    logits; the same depth pairs layer m with teacher layer m, so a student equal to its teacher scores 0."""
+    recipe = albert_recipe(intermediate_epochs=2)
+    assert [(s.name, s.epochs, s.select_on) for s in recipe.stages][0] == ("intermediate", 2, "loss")
+    assert [t.loss for t in recipe.stages[0].terms] == ["hidden_mse", "attention_mse"]
+    assert [s.name for s in albert_recipe().stages] == ["distill"]
+    torch.manual_seed(0)
+    teacher = Encoder(tiny_config()).eval()
+    objective = DistillationObjective(recipe.stages[0], teacher, teacher, recipe.layer_map)
+    loss, parts = objective(teacher, padded_batch())
+    assert float(loss) == 0.0 and set(parts) == {"hidden_mse", "attention_mse"}
+
+
 def test_recipes_round_trip_through_json():
-    for recipe in (albert_recipe(hidden_loss=True), distilbert_recipe(), tinybert_recipe()):
+    for recipe in (albert_recipe(hidden_loss=True), albert_recipe(intermediate_epochs=1), distilbert_recipe(),
+                   tinybert_recipe()):
         assert Recipe.from_dict(recipe.to_dict()) == recipe
     with pytest.raises(ValueError, match="takes no option"):
         LossTerm("hard_ce", options={"temperature": 2.0})

@@ -87,6 +87,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),
         (("albert", "--embedding-size", "16", "--groups", "3"), "groups (3) must divide"),
         (("albert", "--embedding-size", "16", "--sharing", "layers"), "sharing must be one of"),
+        (("albert", "--embedding-size", "16", "--intermediate-epochs", "-1"), "intermediate_epochs must be 0"),
         (("distilbert", "--layers", "5"), "between 1 and the teacher's 2"),
         (("tinybert",), "no wider and no deeper than its teacher"),
         (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),

@@ -20,11 +20,16 @@ def _kd(weight: float) -> LossTerm:
     return LossTerm("kd_kl", weight, {"temperature": KD_TEMPERATURE, "scale_by_t2": True})
 
 
-def albert_recipe(hidden_loss: bool = False, epochs: int = 3, lr: float = 1e-4) -> Recipe:
+def albert_recipe(hidden_loss: bool = False, epochs: int = 3, lr: float = 1e-4,
+                  intermediate_epochs: int = 0) -> Recipe:
     terms = [_kd(0.5), LossTerm("hard_ce", 0.5)]
     if hidden_loss:
         terms.append(LossTerm("hidden_mse", 1.0))
-    return Recipe("albert", [Stage("distill", terms, epochs=epochs, lr=lr)], LayerMap("uniform"))
+    stages = [Stage("distill", terms, epochs=epochs, lr=lr)]
+    if intermediate_epochs:
+        stages.insert(0, Stage("intermediate", [LossTerm("hidden_mse"), LossTerm("attention_mse")],
+                               epochs=intermediate_epochs, lr=lr, select_on="loss"))
+    return Recipe("albert", stages, LayerMap("uniform"))
 
 
 def distilbert_recipe(epochs: int = 3, lr: float = 5e-5) -> Recipe:

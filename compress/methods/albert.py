@@ -74,5 +74,6 @@ METHOD = register(StudentMethod(
     summary="factorized embedding + cross-layer sharing, distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
-    build=build_albert, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss),
+    build=build_albert, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss,
+                                                       intermediate_epochs=o.intermediate_epochs),
 ))

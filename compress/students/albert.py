@@ -32,6 +32,9 @@ class AlbertOptions:
         "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
     hidden_loss: bool = field(default=False, metadata={
         "help": "also distil the hidden states (MSE per layer), not only the logits."})
+    intermediate_epochs: int = field(default=0, metadata={
+        "help": "epochs of a first stage that distils every layer's hidden states and attention (TinyBERT's "
+                "intermediate stage; same depth, so layer m learns from teacher layer m) before the logits."})
     init_from: str | None = field(default=None, metadata={
         "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
                 "layers; pooler and classifier still come from the teacher."})
@@ -65,6 +68,9 @@ def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list
 
 def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
     """The student's shape; with ``init_from``, also checks that the encoder there has it (ValueError)."""
+    if options.intermediate_epochs < 0:
+        raise ValueError(f"intermediate_epochs must be 0 (no intermediate stage) or more, "
+                         f"got {options.intermediate_epochs}.")
     config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout)
     if options.init_from:
         _same_shape(_init_config(options.init_from), config, options.init_from)
