@@ -123,8 +123,8 @@ def average_gradients(parameters: list[torch.nn.Parameter]) -> None:
         offset += g.numel()
 
 
-def all_mean(values: torch.Tensor) -> torch.Tensor:
-    """The sum over ranks of ``values`` (each rank passes its share of a mean, so the sum is the mean)."""
+def all_sum(values: torch.Tensor) -> torch.Tensor:
+    """The sum over ranks of ``values`` (each rank passing its share of a mean makes the sum that mean)."""
     if world().size > 1:
         torch.distributed.all_reduce(values)
     return values

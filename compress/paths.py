@@ -190,16 +190,24 @@ def atomic_dir(target: Path) -> Iterator[Path]:
             raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file (unique to this call) and a rename."""
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Yield a temporary file beside ``path`` (unique to this call) to write; renamed to ``path`` when the
+    block ends, removed if it raises: a reader sees the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
     as_ordinary_file(Path(tmp))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename (:func:`atomic_file`)."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ import numpy as np
 import torch
 
 from compress.distributed import world
-from compress.paths import cache_dir, notice
+from compress.paths import atomic_file, cache_dir, notice
 
 FORMAT = 1
 DEFAULT_EVERY = 500   # steps between checkpoints, besides every epoch end
@@ -63,7 +61,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Resume:
-    """The checkpoints of one unfinished training job, identified by ``key`` (any JSON-able value)."""
+    """The checkpoints of one unfinished training job, identified by ``key`` (any JSON-able value); used as
+    ``with Resume(...) as resume:`` around the job, which deletes them when the block completes."""
 
     def __init__(self, key: Any, what: str, every: int = DEFAULT_EVERY) -> None:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -120,19 +119,15 @@ class Resume:
             state = {"format": FORMAT, "time": time.time(), "stage": index, "stages_done": list(done),
                      "log": log.read_text() if log is not None and log.is_file() else "", "train": train,
                      "generators": [g.get_state() for g in generators]}
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.directory)
-            os.close(fd)
-            try:
+            with atomic_file(self.file) as tmp:
                 torch.save(state, tmp)
-                os.replace(tmp, self.file)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
 
         return StageCheckpoints(self.every, save, restored)
 
-    def finish(self) -> None:
-        """The job completed: its checkpoints go."""
-        if world().is_main:
+    def __enter__(self) -> Resume:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """The job completed (the block ended without an exception): its checkpoints go."""
+        if kind is None and world().is_main:
             shutil.rmtree(self.directory, ignore_errors=True)

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch import nn
 
 from compress.distill.losses import hard_ce
-from compress.distributed import World, all_gather, all_mean, average_gradients, local_slice, same_start, world
+from compress.distributed import World, all_gather, all_sum, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
@@ -85,9 +85,7 @@ def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
 
 
 def check_precision(precision: str, device: torch.device) -> None:
-    """One sentence, before any training, when ``precision`` cannot train on ``device``."""
-    if precision not in PRECISIONS:
-        raise CompressError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}.")
+    """One sentence, before any training, when ``precision`` (a known one) cannot train on ``device``."""
     if precision == "fp16" and device.type != "cuda":
         raise CompressError("--precision fp16 trains on CUDA only (it needs loss scaling, and CPUs compute fp16 "
                             "slowly); use --precision bf16 on the CPU, or --device cuda.")
@@ -135,21 +133,21 @@ def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
 
 @torch.inference_mode()
 def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
-            world: World | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            collective: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits and gold labels over ``batches`` (the model is put in eval mode).
 
-    With a ``world`` of several processes, every rank passes the same batches and computes its slice of
+    ``collective``: every rank of a data-parallel run passes the same batches and computes its slice of
     each; the slices are gathered back in order, so every rank gets every example's logits once.
     """
     model.eval()
-    world = world or World()
+    ranks = world() if collective else World()
     parts: list[tuple[torch.Tensor, torch.Tensor] | None] = []
     for batch in batches:
-        batch = to_device(local_slice(batch, world), device)
+        batch = to_device(local_slice(batch, ranks), device)
         parts.append((model(**model_inputs(batch)).logits.float().cpu(), batch["labels"].cpu())
                      if len(batch["labels"]) else None)
     ordered = [part for batch in zip(*all_gather(parts)) for part in batch if part is not None] \
-        if world.size > 1 else parts
+        if ranks.size > 1 else parts
     return torch.cat([logits for logits, _ in ordered]), torch.cat([labels for _, labels in ordered])
 
 
@@ -177,9 +175,9 @@ def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | No
     return majority if accuracy <= majority + math.sqrt(majority * (1 - majority) / n) else None
 
 
-def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, world: World | None = None) -> Metrics:
-    """Metrics of ``model`` on ``batches`` (shared out over the ranks of ``world``, when given)."""
-    return classification_metrics(*predict(model, batches, device, world))
+def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, collective: bool = False) -> Metrics:
+    """Metrics of ``model`` on ``batches`` (shared out over the ranks of a data-parallel run if ``collective``)."""
+    return classification_metrics(*predict(model, batches, device, collective))
 
 
 def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -346,11 +344,10 @@ def train_stage(
                 scheduler.step()
                 step += 1
                 seen += size
-                logged = all_mean(torch.tensor([loss.item(), *parts.values()], dtype=torch.float64) * share) \
-                    if w.size > 1 else None
-                loss_value = logged[0].item() if logged is not None else loss.item()
-                if logged is not None:
-                    parts = dict(zip(parts, logged[1:].tolist()))
+                loss_value = loss.item()
+                if w.size > 1:  # log the global batch's loss: the ranks' shares of it, summed
+                    summed = all_sum(torch.tensor([loss_value, *parts.values()], dtype=torch.float64) * share)
+                    loss_value, parts = summed[0].item(), dict(zip(parts, summed[1:].tolist()))
                 rate = seen / max(1e-9, time.perf_counter() - epoch_start)
                 progress.update(bar, advance=1, loss=loss_value, rate=rate)
                 if plain_every and step % plain_every == 0:
@@ -365,7 +362,7 @@ def train_stage(
             if evaluate_fn:
                 dev = evaluate_fn()
             else:
-                logits, labels = predict(model, dev_batches(), device, w)
+                logits, labels = predict(model, dev_batches(), device, collective=True)
                 dev = classification_metrics(logits, labels).to_dict()
                 majority = no_better_than_majority(dev["accuracy"], labels) if epoch == 0 else None
                 if majority is not None:

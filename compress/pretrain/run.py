@@ -31,7 +31,6 @@ from compress.cache import cached
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
 from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs
 from compress.device import resolve_device
-from compress.distributed import world
 from compress.errors import CompressError
 from compress.models.checkpoints import save_encoder, weights_digest
 from compress.models.encoder import Encoder
@@ -118,10 +117,9 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
     target = cache_dir() / "pretrain" / key
 
     def build(tmp: Path) -> None:
-        resume = Resume({"pretrain": key}, f"pre-training ({config.objective})")
-        _train(config, train_pairs, held_out, (len(train_docs), len(held_docs)), tmp, resolve_device(device),
-               show_progress, resume)
-        resume.finish()
+        with Resume({"pretrain": key}, f"pre-training ({config.objective})") as resume:
+            _train(config, train_pairs, held_out, (len(train_docs), len(held_docs)), tmp, resolve_device(device),
+                   show_progress, resume)
 
     record, hit = cached(target, "pre-trained encoder", build, _record_of, collective=True)
     return PretrainResult(target, record, cache_hit=hit)
@@ -214,7 +212,7 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
             lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                     seed=config.seed, metric="loss"),
             device=device, name=f"pretrain ({config.objective})", log=log, evaluate_fn=held_out_metrics,
-            show_progress=show_progress and world().is_main,
+            show_progress=show_progress,
             checkpoints=resume.stage(0, [], out / "log.jsonl", generators=(generator,)),
         )
     model.cpu()

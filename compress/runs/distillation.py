@@ -78,12 +78,12 @@ def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: st
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
-    check_precision(config.precision, resolve_device(config.device))
-    if w.is_main and (slow := slow_bf16_warning(config.precision, resolve_device(config.device))):
+    device = resolve_device(config.device)
+    check_precision(config.precision, device)
+    if w.is_main and (slow := slow_bf16_warning(config.precision, device)):
         notice(slow)
     with claimed(out_dir(config, task.name), config.overwrite) as out:
-        return _distil(config, method, options, task, student_shape, recipe, out, show_progress and w.is_main,
-                       pipeline)
+        return _distil(config, method, options, task, student_shape, recipe, out, show_progress, pipeline)
 
 
 def _distil(config: RunConfig, method: StudentMethod, options, task, student_shape, recipe: Recipe, out: Path,
@@ -102,14 +102,14 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     start = time.perf_counter()
     resume = Resume({"run": result_settings(asdict(config)), "teacher": finetuned.record["fingerprint"]},
                     f"the run {out}", config.checkpoint_every)
-    with run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
+    with resume, run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
         log.write(resume.log())
         stages = resume.finished_stages()
         for index, stage in enumerate(recipe.stages[len(stages):], start=len(stages)):
             stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                        config, device, log, show_progress,
                                        resume.stage(index, stages, tmp / "log.jsonl")))
-        student_test = evaluate(student, data.dataloader("test", batch_size=128), device, world())
+        student_test = evaluate(student, data.dataloader("test", batch_size=128), device, collective=True)
         if not world().is_main:
             return RunResult(out, None)
         student.cpu()
@@ -128,7 +128,6 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
         if pipeline:
             full_config["pipeline"] = pipeline
         write_run_record(tmp, record, full_config, seed=config.seed)
-    resume.finish()
     return RunResult(out, record)
 
 

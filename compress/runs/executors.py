@@ -10,7 +10,6 @@ the driver measures every model afterwards, in one process, so the ratios stay f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -93,5 +92,4 @@ def _task(run_one: Callable[..., T], step: Any, parent: T | None, cpus: float) -
     import torch
 
     torch.set_num_threads(max(1, int(cpus)))
-    os.environ.setdefault("COLUMNS", "120")
     return run_one(step, parent, show_progress=False)

@@ -20,7 +20,6 @@ from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
 from compress.device import resolve_device
-from compress.distributed import world
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
 from compress.paths import atomic_dir, cache_dir
@@ -115,27 +114,28 @@ def finetune_teacher(
             )
         model = loaded.model
         tc = config.train
-        resume = Resume({"teacher": fingerprint}, f"fine-tuning {teacher}")
-        result = train_stage(
-            model, hard_label_loss,
-            train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
-            dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
-            config=tc, device=torch_device, name=f"fine-tune {teacher}",
-            show_progress=show_progress and world().is_main, checkpoints=resume.stage(0, []),
-        )
-        start = time.perf_counter()
-        test = evaluate(model, data.dataloader("test", batch_size=tc.eval_batch_size), torch_device, world())
-        record = {
-            "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
-            "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
-            "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
-            "best_epoch": result.best_epoch, "history": result.history,
-            "dev": result.best_dev, "test": test.to_dict(),
-            "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
-        }
-        save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
-        (tmp / RECORD).write_text(json.dumps(record, indent=2))
-        resume.finish()
+        # The checkpoints go when the block completes: after the entry is written, not when training ends.
+        with Resume({"teacher": fingerprint}, f"fine-tuning {teacher}") as resume:
+            result = train_stage(
+                model, hard_label_loss,
+                train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
+                dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
+                config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
+                checkpoints=resume.stage(0, []),
+            )
+            start = time.perf_counter()
+            test_batches = data.dataloader("test", batch_size=tc.eval_batch_size)
+            test = evaluate(model, test_batches, torch_device, collective=True)
+            record = {
+                "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
+                "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
+                "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
+                "best_epoch": result.best_epoch, "history": result.history,
+                "dev": result.best_dev, "test": test.to_dict(),
+                "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
+            }
+            save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
+            (tmp / RECORD).write_text(json.dumps(record, indent=2))
 
     if force:  # train again, then replace the entry (under its lock) as cached() would
         with atomic_dir(target) as tmp:

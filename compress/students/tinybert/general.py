@@ -25,7 +25,6 @@ from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Stage
 from compress.distill.recipes import tinybert_recipe
-from compress.distributed import world
 from compress.models.checkpoints import load_encoder, save_encoder, weights_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
@@ -79,9 +78,8 @@ def general_distillation(teacher: str, student_config: EncoderConfig, config: Ge
     target = cache_dir() / "general" / key
 
     def build(tmp: Path) -> None:
-        resume = Resume({"general": key}, "general distillation")
-        _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress, resume)
-        resume.finish()
+        with Resume({"general": key}, "general distillation") as resume:
+            _distil(teacher, teacher_dir, student_config, config, tmp, device, show_progress, resume)
 
     return cached(target, "general-distilled student", build, _student_of, collective=True)[0]
 
@@ -120,7 +118,7 @@ def _distil(teacher: str, teacher_dir: Path, student_config: EncoderConfig, conf
         lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                 seed=config.seed, metric="loss"),
         device=torch_device, name="general distillation", extra_parameters=list(objective.projections.parameters()),
-        evaluate_fn=held_out_loss, show_progress=show_progress and world().is_main,
+        evaluate_fn=held_out_loss, show_progress=show_progress,
         checkpoints=resume.stage(0, []),
     )
     record = {"teacher": teacher, "corpus": config.corpus, "passages": len(train), "config": asdict(config),
