@@ -201,11 +201,16 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
     assert (out / "model" / "model.onnx").is_file() and (out / "model" / "tokenizer.json").is_file()
 
 
-def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch):
-    """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses."""
-    from compress.methods import tinybert
+@pytest.mark.parametrize(("method", "shape"), [
+    ("tinybert", {"num_layers": 1, "hidden_size": 16, "num_heads": 4, "ffn_size": 32}),
+    ("albert", {"embedding_size": 8}),
+])
+def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch, method, shape):
+    """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses; both
+    students that take --augment ask for it with the copies given."""
     from compress.runs import pipeline as runner
     from compress.runs.config import RunConfig
+    from compress.students.tinybert import augment
     from compress.teachers.finetune import FinetuneConfig
     from compress.training import TrainConfig
 
@@ -216,12 +221,11 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
         raise KeyboardInterrupt  # stop the run here: only the argument matters
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
-    monkeypatch.setattr(tinybert, "augmented_train_split", stop)
-    config = RunConfig("tinybert", teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
-                       options={"augment_copies": 2, "num_layers": 1, "hidden_size": 16, "num_heads": 4,
-                                "ffn_size": 32},
+    monkeypatch.setattr(augment, "augmented_train_split", stop)
+    config = RunConfig(method, teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
+                       options={"augment_copies": 2, **shape},
                        teacher_finetune=FinetuneConfig(TrainConfig(epochs=8, lr=3e-3, batch_size=8)),
-                       out=str(tiny["root"] / "run-augment"))
+                       out=str(tiny["root"] / f"run-augment-{method}"))
     with pytest.raises(KeyboardInterrupt):
         runner.run(config, show_progress=False)
     assert seen == [(tiny["teacher"], 2)]

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from compress.data.batching import TokenizedTask
 from compress.distill.recipes import albert_recipe
-from compress.methods.registry import StudentMethod, register
+from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.accounting import count_parameters
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
 from compress.reports.footprint import footprint, side_by_side
 from compress.students.albert import AlbertOptions, albert_config, build_albert, student_config
+from compress.students.tinybert.augment import augmented_for
 
 WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
        "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
@@ -68,12 +70,17 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
     return out
 
 
+def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
+    """Augmented training data, when the options ask for it."""
+    return augmented_for(run, options.augment_copies)
+
+
 METHOD = register(StudentMethod(
     name="albert", rank=10, family="parameter efficiency",
     label="ALBERT (factorized embedding, shared layers)",
     summary="factorized embedding + cross-layer sharing, distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
-    build=build_albert, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss,
+    build=build_albert, prepare=prepare, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss,
                                                        intermediate_epochs=o.intermediate_epochs),
 ))

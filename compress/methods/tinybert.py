@@ -16,9 +16,8 @@ from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig
 from compress.reports.footprint import footprint, side_by_side
 from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
-from compress.students.tinybert.augment import AugmentConfig, augmented_train_split
+from compress.students.tinybert.augment import augmented_for
 from compress.students.tinybert.general import general_distillation
-from compress.teachers.registry import resolve_teacher_dir
 
 WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
        "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).")
@@ -26,11 +25,7 @@ WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x 
 
 def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data and a general-distilled starting point, when the options ask for them."""
-    data = run.data
-    if options.augment_copies:
-        # The pre-trained teacher, not the fine-tuned one: only the former can hold a masked-LM head.
-        data = augmented_train_split(data, run.task, resolve_teacher_dir(run.teacher),
-                                     AugmentConfig(copies=options.augment_copies))
+    data = augmented_for(run, options.augment_copies)
     if options.general_distillation and not options.init_from:
         options.init_from = str(general_distillation(run.teacher, run.student_shape, device=run.device,
                                                      show_progress=run.show_progress))

@@ -35,6 +35,9 @@ class AlbertOptions:
     intermediate_epochs: int = field(default=0, metadata={
         "help": "epochs of a first stage that distils every layer's hidden states and attention (TinyBERT's "
                 "intermediate stage; same depth, so layer m learns from teacher layer m) before the logits."})
+    augment_copies: int = field(default=0, metadata={
+        "help": "augmented copies per training sentence, labelled by the teacher's logits (TinyBERT's word "
+                "replacement; default 0).", "flag": "--augment"})
     init_from: str | None = field(default=None, metadata={
         "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
                 "layers; pooler and classifier still come from the teacher."})
@@ -68,6 +71,8 @@ def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list
 
 def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
     """The student's shape; with ``init_from``, also checks that the encoder there has it (ValueError)."""
+    if options.augment_copies < 0:
+        raise ValueError(f"augment_copies must be 0 (no augmentation) or more, got {options.augment_copies}.")
     if options.intermediate_epochs < 0:
         raise ValueError(f"intermediate_epochs must be 0 (no intermediate stage) or more, "
                          f"got {options.intermediate_epochs}.")

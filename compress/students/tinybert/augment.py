@@ -55,7 +55,7 @@ from compress.data.batching import tokenize_dataset
 from compress.data.quiet import quiet_datasets
 from compress.models.checkpoints import weights_digest
 from compress.paths import cache_dir
-from compress.teachers.registry import load_tokenizer
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 
 __all__ = [
     "AugmentConfig",
@@ -459,6 +459,15 @@ def mlm_candidates_from_checkpoint(
     if max(tokenizer.get_vocab().values()) >= model.config.vocab_size:
         raise ValueError(f"the tokenizer does not match the checkpoint in {directory} (vocabulary too large).")
     return _MaskedLMCandidates(model, tokenizer, k, device)
+
+
+def augmented_for(run: Any, copies: int) -> Any:
+    """The run's tokenized data (``run``: a method's :class:`~compress.methods.registry.Preparation`) with
+    ``copies`` augmented copies of every training sentence; the data unchanged when ``copies`` is 0."""
+    if not copies:
+        return run.data
+    # The pre-trained teacher, not the fine-tuned one: only the former can hold a masked-LM head.
+    return augmented_train_split(run.data, run.task, resolve_teacher_dir(run.teacher), AugmentConfig(copies=copies))
 
 
 def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: AugmentConfig) -> Any:
