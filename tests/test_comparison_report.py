@@ -230,3 +230,10 @@ def test_a_pruned_row_shows_what_each_layer_kept(comparison, tmp_path):
     page = (tmp_path / "comparison.html").read_text()
     assert '<table class="layers">' in page and "1373 / 1536" in page
     assert "layer of the source" not in (tmp_path / "comparison.md").read_text().split("(`prune`)")[0]
+
+
+def test_a_busy_machine_during_the_speed_measurement_is_said_in_the_report(comparison):
+    quiet = render_markdown(comparison | {"speed": {"other_cpus": 0.1}})
+    busy = render_markdown(comparison | {"speed": {"other_cpus": 1.3}})
+    assert "CPUs busy" not in quiet and "CPUs busy" not in render_markdown(comparison)
+    assert "other processes kept 1.3 CPUs busy while speed was measured" in busy

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compress.bench.contention import BUSY_THRESHOLD
 from compress.errors import CompressError
 from compress.paths import as_ordinary_file, atomic_write_text
 from compress.reports.layers_kept import layer_cells
@@ -207,6 +208,10 @@ def _context_line(comparison: dict[str, Any]) -> list[str]:
         parts.append(f"CPU {cpu['model']}")
     if comparison.get("threads") is not None:
         parts.append(f"{comparison['threads']} threads")
+    other = (comparison.get("speed") or {}).get("other_cpus")
+    if other is not None and other > BUSY_THRESHOLD:
+        parts.append(f"other processes kept {other:.1f} CPUs busy while speed was measured (timings inflated, "
+                     "speed-ups understated)")
     if comparison.get("created"):
         parts.append(f"created {comparison['created']}")
     return parts

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from compress.bench.contention import OtherLoad
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import manifest
 from compress.bench.speed import SpeedConfig, measure_all
@@ -213,14 +214,17 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
     predictors = {"teacher": TorchPredictor(teacher)}
     vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
     predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, (run_dir, record) in runs.items()}
-    speeds = measure_all(predictors, data, seq_len, speed_config)
+    with OtherLoad() as load:
+        speeds = measure_all(predictors, data, seq_len, speed_config)
+    if load.busy:
+        say(load.warning())
     teacher_record, teacher_speed = next(iter(runs.values()))[1].teacher, speeds["teacher"]
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
     accuracy = teacher_record.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
-        speed=asdict(speed_config) | {"passes": teacher_speed["passes"]},
+        speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "other_cpus": load.cpus},
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         manifest=manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
