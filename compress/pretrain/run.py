@@ -30,6 +30,7 @@ from torch import nn
 from compress.cache import cached
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
 from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs
+from compress.data.quiet import quiet_datasets
 from compress.device import resolve_device
 from compress.errors import CompressError
 from compress.models.checkpoints import save_encoder, weights_digest
@@ -160,8 +161,9 @@ def _pairs(documents: list[Document], objective: str, config: PretrainConfig, se
 
 def _in_order(sop_pairs: datasets.Dataset) -> datasets.Dataset:
     """SOP pairs with the swapped ones put back in order: consecutive segments, for masked LM alone."""
-    return sop_pairs.map(lambda row: {"text": row["text_pair"], "text_pair": row["text"], "label": 0}
-                         if row["label"] else row)
+    with quiet_datasets():
+        return sop_pairs.map(lambda row: {"text": row["text_pair"], "text_pair": row["text"], "label": 0}
+                             if row["label"] else row)
 
 
 def _masking(tokenizer: Any, vocab_size: int) -> MaskingSpec:
