@@ -237,7 +237,8 @@ class Comparison:
     created: str
     seq_len: int
     threads: int
-    speed: dict[str, Any]                 # how speed was measured (SpeedConfig + passes)
+    speed: dict[str, Any]                 # how speed was measured (SpeedConfig, passes, other_cpus: the CPUs
+                                          # other processes kept busy meanwhile, None off Linux)
     dataset: DatasetRecord
     accuracy_standard_error: float        # of the teacher's test accuracy: smaller differences are ties
     manifest: dict[str, Any]
