@@ -74,6 +74,10 @@ def test_comparison_has_every_method_with_every_field(compared):
         assert [step["run_dir"] for step in chain] == [first["run_dir"], pipeline["run_dir"]]
         assert chain[0]["accuracy"] == first["accuracy"] and chain[1]["accuracy"] == pipeline["accuracy"]
         assert (compared["out"] / f"steps-{student}-int8.png").stat().st_size > 0
+        # Each step's sentence says what that step did: int8's bytes against its input, not the teacher.
+        step_bytes = first["size_bytes"] / pipeline["size_bytes"]
+        assert f"({step_bytes:.2f}x fewer bytes than its input, {student})" in pipeline["explanation"]
+        assert pipeline["explanation"].startswith(f"{first['label']}: {first['explanation']} ")  # against the teacher
     # Pruning's rows carry the per-layer picture of what was kept, and the report draws it.
     prune = by_name["prune"]["layers"]
     assert [row["layer"] for row in prune] == [1, 2, 3, 4]

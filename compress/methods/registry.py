@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from compress.models.encoder import Encoder
     from compress.runs.config import RunConfig, RunResult
 
-# The keys a method's ``why`` sentence may use, filled from a run's ratios (teacher / student).
-WHY_KEYS = ("params", "flops", "flops_share", "size")
+# The keys a method's ``why`` sentence may use, filled from a run's ratios (the model before / after) and
+# ``against``, the model the ratios compare with ("the teacher", or a pipeline's step before).
+WHY_KEYS = ("params", "flops", "flops_share", "size", "against")
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,10 @@ class Method:
     def explain_topic(self) -> str:
         return self.topic or self.name
 
-    def sentence(self, ratios: dict[str, float]) -> str:
-        """Why this method saves what it saves, with a run's own ratios (teacher / student)."""
+    def sentence(self, ratios: dict[str, float], against: str = "the teacher") -> str:
+        """Why this method saves what it saves, with ratios of ``against`` / the model it made."""
         return self.why.format(params=ratios["params"], flops=ratios["flops"], flops_share=1 / ratios["flops"],
-                               size=ratios["size_bytes"])
+                               size=ratios["size_bytes"], against=against)
 
     def option_values(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` converted to the options' field types (strings from --set or a pipeline); options

@@ -8,5 +8,5 @@ METHOD = quantization(
     calibrated=True,
     why="Quantization cuts bytes and time, not parameters: weights and activations are int8, and the "
         "activation ranges were fixed in advance on training examples, so no range is computed at run "
-        "time ({size:.2f}x fewer bytes than the teacher). Fixed ranges clip outliers, which can cost accuracy.",
+        "time ({size:.2f}x fewer bytes than {against}). Fixed ranges clip outliers, which can cost accuracy.",
 )

@@ -52,9 +52,9 @@ def retention(teacher: ModelRecord, student: ModelRecord) -> float:
     return student.accuracy / teacher.accuracy if teacher.accuracy else 0.0
 
 
-def explanation(method: str, ratios: dict[str, float]) -> str:
-    """Why ``method`` saves what it saves, with a run's own ratios (teacher / student)."""
-    return get_method(method).sentence(ratios)
+def explanation(method: str, ratios: dict[str, float], against: str = "the teacher") -> str:
+    """Why ``method`` saves what it saves, with ratios of ``against`` / the model it made."""
+    return get_method(method).sentence(ratios, against)
 
 
 def run_metrics(*, method: str, step: str, out: Path, teacher: Encoder, student: Encoder, student_test: Metrics,

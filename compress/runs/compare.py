@@ -255,7 +255,9 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
     run_dir, record = runs[step.name]
     student = record.student
     labels = [_label(planned[name]) for name in step.steps]
-    sentences = [explanation(planned[name].method.name, runs[name][1].ratios) for name in step.steps]
+    inputs = ["the teacher", *(f"its input, {name}" for name in step.steps[:-1])]
+    sentences = [explanation(planned[name].method.name, ratios, against)
+                 for name, ratios, against in zip(step.steps, _step_ratios(step, runs), inputs)]
     return ComparedModel(
         method=step.name, label=" → ".join(labels), run_dir=str(run_dir),
         kind="pipeline" if len(step.steps) > 1 else record.kind, steps=list(step.steps),
@@ -270,6 +272,15 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         note=(record.quantization or {}).get("note"),
         layers=_layers(step, runs),
     )
+
+
+def _step_ratios(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[dict[str, float]]:
+    """What each step of ``step`` changed, as the model before it / the model after it (parameters, FLOPs,
+    bytes): the first step against the teacher, each later one against the step before, so a pipeline's
+    int8 step says what int8 did, not what the whole chain did."""
+    cumulative = [runs[name][1].ratios for name in step.steps]
+    return cumulative[:1] + [{k: after[k] / before[k] for k in after}
+                             for before, after in zip(cumulative, cumulative[1:])]
 
 
 def _layers(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[dict[str, Any]] | None:
