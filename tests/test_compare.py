@@ -140,6 +140,8 @@ def test_unknown_method_is_one_line(compared):
     ("int8+distilbert", "distilbert trains a student and can only be a pipeline's first step"),
     ("distilbert[width=3]+int8", "--width do(es) not apply to distilbert"),
     ("distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch, not onnxruntime"),
+    # minilm has 6 layers, its DistilBERT student 3: checked against the student before it trains
+    ("distilbert+prune[drop_layers=3]", "--drop-layers 3 would remove every layer: the model has 3"),
 ])
 def test_a_bad_pipeline_fails_in_one_line_before_any_work(compared, methods, expected):
     done = run_cli("compare", "--methods", f"albert,{methods}", "--out", str(compared["root"] / "never"),

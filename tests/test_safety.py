@@ -69,6 +69,7 @@ def _leftovers(parent: Path, name: str) -> list[str]:
     (("run", "prune", "--keep-heads", "0"), "--keep-heads"),
     (("run", "prune", "--keep-ffn", "1.5"), "--keep-ffn"),
     (("run", "prune", "--drop-layers", "6"), "--drop-layers"),     # minilm has 6 layers
+    (("run", "distilbert+prune[drop_layers=3]"), "the model has 3"),  # its DistilBERT student 3, before training
     (("run", "int8", "--keep-heads", "0.5"), "--keep-heads"),      # a method that does not prune
     (("run", "albert", "--keep-ffn", "0.5"), "--keep-ffn"),
     (("run", "prune-vocab", "--vocab-from", "everything"), "--vocab-from"),

@@ -11,7 +11,7 @@ from typing import Any
 from compress.methods.registry import Transform, register
 from compress.models.config import EncoderConfig
 from compress.reports.footprint import footprint, side_by_side
-from compress.runs.pruning import PruneOptions, check_pruning, prune_run
+from compress.runs.pruning import PruneOptions, check_layers, check_pruning, prune_run
 
 WHY = ("Pruning removes whole heads and FFN neurons, so the model that is left is smaller and dense: "
        "parameters fall by {params:.2f}x and FLOPs by {flops:.2f}x ({size:.2f}x fewer bytes). The embedding "
@@ -57,6 +57,6 @@ METHOD = register(Transform(
     name="prune", rank=90, family="pruning", label="structured pruning (heads, FFN, layers)",
     summary="importance-scored removal of heads, FFN neurons and layers, recovered by distillation",
     options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
-    check=check_pruning,
+    check=check_pruning, check_input=check_layers,
     run=prune_run,
 ))

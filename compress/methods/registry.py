@@ -125,6 +125,8 @@ class Transform(Method):
     check   (run config, options) -> None; every check that needs no data, so a pipeline fails before
             its first step trains. The config's ``target`` is 'teacher' for a step whose input does not
             exist yet.
+    check_input  optional (options, shape) -> None: the checks against the shape of the model it will be
+            given, for a pipeline step whose input is a student not trained yet (its shape is known).
     run     (run config, options, show_progress, pipeline) -> the run's result; ``config.target`` is
             'teacher' or the run directory to transform; ``pipeline`` is recorded in config.json.
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
@@ -134,6 +136,7 @@ class Transform(Method):
 
     check: Callable[[RunConfig, Any], None]
     run: Callable[[RunConfig, Any, bool, str | None], RunResult]
+    check_input: Callable[[Any, EncoderConfig], None] | None = None
     takes: str = "fp32"
     follows_students: bool = False
 

@@ -56,7 +56,7 @@ from compress.reports.records import (
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
 from compress.runs.executors import Executor, run_all
-from compress.runs.pipeline import run
+from compress.runs.pipeline import check_student_inputs, run
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
@@ -179,9 +179,14 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     directory and data."""
     say = progress or (lambda message: None)
     planned = plan_runs(config.methods)
+    by_name = {step.name: step for step in planned}
     for step in planned:  # a transform's own checks (a backend this CPU lacks) fail before any training
         if isinstance(step.method, Transform):
             step.method.check(_run_config(config, step, "teacher"), step.method.options(**step.options))
+            parent = by_name.get(step.parent or "")
+            if parent is not None:
+                check_student_inputs([(s.method, s.method.options(**s.options)) for s in (parent, step)],
+                                     config.teacher)
     threads = default_threads() if config.threads is None else config.threads
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
     positions = teacher_config(config.teacher).max_positions

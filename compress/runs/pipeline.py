@@ -18,6 +18,7 @@ from compress.methods.pipeline import Step, check, parse
 from compress.methods.registry import Method, all_methods, flag_for, option_fields
 from compress.runs.config import RunConfig, RunResult, claimed
 from compress.runs.distillation import distillation_run
+from compress.teachers.registry import teacher_config
 
 
 @dataclass
@@ -92,6 +93,18 @@ def _for_transforms(keys: list[str], methods: list[Method]) -> CompressError:
                          f"--then {transforms[0].name} to apply one to it afterwards).")
 
 
+def check_student_inputs(chain: list[tuple[Method, Any]], teacher: str) -> None:
+    """Check a transform that follows a student against the student's shape, which is known before it trains
+    (``distilbert+prune[drop_layers=3]`` fails here, not after distillation); ``chain``: (method, options)."""
+    for (before, before_options), (method, options) in zip(chain, chain[1:]):
+        if before.kind == "student" and getattr(method, "check_input", None) is not None:
+            try:
+                shape = before.student_config(teacher_config(teacher), before_options)
+            except ValueError:
+                continue  # a shape the student cannot have is reported by its own step, also before training
+            method.check_input(options, shape)
+
+
 def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Carry out one run, or every step of a pipeline: each step writes its own run directory (the
     later ones named after the one before, plus their method: OUT, OUT-int8) recording its parent.
@@ -104,6 +117,7 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     for step in steps:
         if step.method.kind == "transform":
             step.method.check(step.config, step.options)  # fail before training, not after
+    check_student_inputs([(step.method, step.options) for step in steps], config.teacher)
     with ExitStack() as stack:
         if config.out:  # every step's directory is claimed before the first step trains
             name = config.out

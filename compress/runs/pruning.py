@@ -37,6 +37,7 @@ from compress.errors import CompressError
 from compress.methods.pipeline import Step
 from compress.models.accounting import count_parameters
 from compress.models.checkpoints import read_config, save_encoder
+from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import atomic_dir
 from compress.prune.curve import SHARES, head_curve, plot_head_curve
@@ -102,8 +103,12 @@ def check_pruning(config: RunConfig, options: PruneOptions) -> None:
             raise CompressError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}.")
     if config.target != "teacher" and not Path(config.target).is_dir():
         raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
-    shape = teacher_config(config.teacher) if config.target == "teacher" else \
-        read_config(Path(config.target) / "student")[0]
+    check_layers(options, teacher_config(config.teacher) if config.target == "teacher" else
+                 read_config(Path(config.target) / "student")[0])
+
+
+def check_layers(options: PruneOptions, shape: EncoderConfig) -> None:
+    """The checks of ``--drop-layers`` against the model that will be pruned."""
     if options.drop_layers >= shape.num_layers:
         raise CompressError(f"--drop-layers {options.drop_layers} would remove every layer: the model has "
                             f"{shape.num_layers}.")
