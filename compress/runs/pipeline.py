@@ -101,7 +101,7 @@ def check_student_inputs(chain: list[tuple[Method, Any]], teacher: str) -> None:
             try:
                 shape = before.student_config(teacher_config(teacher), before_options)
             except ValueError:
-                continue  # a shape the student cannot have is reported by its own step, also before training
+                continue  # a shape the student cannot have is reported by the student's own step
             method.check_input(options, shape)
 
 
