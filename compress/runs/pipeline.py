@@ -15,7 +15,7 @@ from typing import Any
 from compress.distributed import launched
 from compress.errors import CompressError
 from compress.methods.pipeline import Step, check, parse
-from compress.methods.registry import Method, all_methods, flag_for, option_fields
+from compress.methods.registry import Method, StudentMethod, Transform, all_methods, flag_for, option_fields
 from compress.runs.config import RunConfig, RunResult, claimed
 from compress.runs.distillation import distillation_run
 from compress.teachers.registry import teacher_config
@@ -97,7 +97,7 @@ def check_student_inputs(chain: list[tuple[Method, Any]], teacher: str) -> None:
     """Check a transform that follows a student against the student's shape, which is known before it trains
     (``distilbert+prune[drop_layers=3]`` fails here, not after distillation); ``chain``: (method, options)."""
     for (before, before_options), (method, options) in zip(chain, chain[1:]):
-        if before.kind == "student" and getattr(method, "check_input", None) is not None:
+        if isinstance(before, StudentMethod) and isinstance(method, Transform) and method.check_input:
             try:
                 shape = before.student_config(teacher_config(teacher), before_options)
             except ValueError:
