@@ -101,6 +101,16 @@ def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
     assert torch.equal(student.embeddings.word_embeddings.weight, pretrained.embeddings.word_embeddings.weight)
     assert torch.equal(student.pooler.weight, teacher.pooler.weight)
 
+    # Table 5's downstream half: the encoder starts an ALBERT student of its shape on a task, reused when asked again.
+    args = ("--objective", "nsp", "--downstream", str(tiny["csv"]), "--downstream-epochs", "1",
+            "--out", str(tiny["root"] / "downstream"), "--json")
+    first, second = (json.loads(_pretrain(tiny, *args).stdout) for _ in range(2))
+    [row] = first["downstream"]
+    assert 0.0 <= row["accuracy"] <= 1.0 and not row["reused"] and second["downstream"][0]["reused"]
+    ran = json.loads((Path(row["directory"]) / "config.json").read_text())
+    assert ran["options"]["init_from"] == str(encoder) and ran["options"]["embedding_size"] == 16
+    assert ran["run"]["dataset"] == str(tiny["csv"]) and ran["run"]["epochs"] == 1
+
     for args, expected in [
         (("--init-from", str(tiny["root"]), "--embedding-size", "16"), "holds no encoder"),
         (("--init-from", str(encoder), "--embedding-size", "8"), "another shape"),
@@ -123,3 +133,8 @@ def test_pretrain_bad_input_is_one_line(tiny):
         done = run_cli("pretrain", "--teacher", str(tiny["teacher"]), "--embedding-size", "16", *args, env=tiny["env"])
         assert done.returncode == 2, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr, (args, done.stderr)
+    fresh = root / "fresh-cache"   # a downstream dataset that cannot be read fails before any pre-training
+    done = run_cli("pretrain", "--teacher", str(tiny["teacher"]), "--corpus", str(tiny["corpus"]), "--embedding-size",
+                   "16", "--downstream", str(root / "missing.csv"), env={"COMPRESS_CACHE": str(fresh)})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "does not exist" in done.stderr
+    assert not (fresh / "pretrain").exists()

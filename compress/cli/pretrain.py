@@ -9,9 +9,11 @@ from rich.table import Table
 from compress.cli.common import console, print_json
 from compress.pretrain import OBJECTIVES, PretrainConfig
 from compress.pretrain import pretrain as run_pretrain
+from compress.pretrain.downstream import DownstreamConfig, check_datasets, downstream
 from compress.pretrain.run import PAPER_TABLE5
 
 D = PretrainConfig()
+DD = DownstreamConfig()
 
 
 def pretrain(
@@ -33,31 +35,46 @@ def pretrain(
     batch_size: int = typer.Option(D.batch_size, "--batch-size", help="Training batch size."),
     lr: float = typer.Option(D.lr, "--lr", help="Peak learning rate (AdamW, linear warm-up and decay)."),
     seed: int = typer.Option(D.seed, "--seed", help="Seed of the document split, pairs, masks and training."),
+    downstream_datasets: str = typer.Option("", "--downstream", help="Comma-separated datasets (mr, bbc-news, a "
+                                            "file): each encoder then starts an ALBERT student on each, and its "
+                                            "test accuracy joins the table (the downstream half of Table 5)."),
+    downstream_epochs: int | None = typer.Option(DD.epochs, "--downstream-epochs", help="Epochs of each downstream "
+                                                 "run (default: compress run albert's)."),
+    out: str = typer.Option(DD.out, "--out", help="Where the downstream runs are written (and reused)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
 ) -> None:
     """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
     held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
     objectives = list(OBJECTIVES) if objective == "all" else [objective]
-    results = []
-    for name in objectives:
-        config = PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
-                                embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
-                                max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-        results.append(run_pretrain(config, device=device, show_progress=not as_json))
+    configs = [PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
+                              embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
+                              max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+               for name in objectives]
+    later = DownstreamConfig(datasets=tuple(d.strip() for d in downstream_datasets.split(",") if d.strip()),
+                             out=out, epochs=downstream_epochs, device=device)
+    check_datasets(later)  # a dataset that cannot be read fails before any pre-training
+    results = [run_pretrain(config, device=device, show_progress=not as_json) for config in configs]
+    tasks = [downstream(config, r, later, show_progress=not as_json) for config, r in zip(configs, results)]
     if as_json:
-        printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit} for r in results]
+        printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows}
+                   for r, rows in zip(results, tasks)]
         print_json(printed if objective == "all" else printed[0])
         return
     table = Table(title=f"pre-trained on {escape(corpus)}, measured on held-out documents (accuracy); ALBERT "
                   "paper's Table 5 (ALBERT-base, its corpus) beside", title_justify="left")
-    for column in ("objective", "masked LM", "NSP", "SOP", "paper: MLM", "NSP", "SOP"):
+    for column in ("objective", "masked LM", "NSP", "SOP", "paper: MLM", "NSP", "SOP",
+                   *(f"{escape(d)}: test (retention)" for d in later.datasets)):
         table.add_column(column, justify="left" if column == "objective" else "right")
-    for r in results:
+    for r, rows in zip(results, tasks):
         held, paper = r.record["held_out"], PAPER_TABLE5[r.record["objective"]]
         table.add_row(r.record["objective"], f"{held['mlm_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}",
-                      f"{held['sop_accuracy']:.1%}", *(f"{v:.1f}%" for v in paper))
+                      f"{held['sop_accuracy']:.1%}", *(f"{v:.1f}%" for v in paper),
+                      *(f"{row['accuracy']:.1%} ({row['retention']:.1%})" for row in rows))
     console.print(table)
+    if later.datasets:
+        console.print(f"downstream runs (compress run albert --init-from ENCODER, same shape): {escape(out)}",
+                      soft_wrap=True)
     for r in results:
         reused = "cached" if r.cache_hit else f"trained in {r.record['seconds']:.0f} s"
         console.print(f"{r.record['objective']}: {escape(str(r.encoder_dir))} ({reused})", soft_wrap=True)

@@ -1,0 +1,62 @@
+"""The downstream half of the ALBERT paper's Table 5: each pre-trained encoder starts an ALBERT student
+(``compress run albert --init-from ENCODER``, same shape) on a task, and its test accuracy is set beside the
+held-out pre-training scores.
+
+The runs are written under one directory, ``OUT/OBJECTIVE-DATASET``, and reused when asked again with the
+same settings on the same data split (as ``compress compare`` reuses its runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compress.pretrain.run import PretrainConfig, PretrainResult
+from compress.runs.compare import completed_run
+from compress.runs.config import RunConfig, run_task
+from compress.runs.pipeline import run
+
+
+@dataclass
+class DownstreamConfig:
+    """Where the downstream runs go and how long they train (None: the ALBERT recipe's epochs)."""
+
+    datasets: tuple[str, ...] = ("mr",)
+    out: str = "runs/pretrain-downstream"
+    epochs: int | None = None
+    device: str = "auto"
+
+
+def downstream_config(pretrained: PretrainConfig, result: PretrainResult, dataset: str,
+                      config: DownstreamConfig) -> RunConfig:
+    """The ALBERT run that ``result``'s encoder starts on ``dataset``: the pre-training's teacher, shape and seed."""
+    options = {"embedding_size": pretrained.embedding_size, "sharing": pretrained.sharing,
+               "groups": pretrained.groups, "init_from": str(result.encoder_dir)}
+    name = f"{pretrained.objective}-{Path(dataset).stem}"
+    return RunConfig(method="albert", teacher=pretrained.teacher, dataset=dataset, options=options,
+                     epochs=config.epochs, seed=pretrained.seed, device=config.device,
+                     out=str(Path(config.out) / name), overwrite=True)
+
+
+def downstream(pretrained: PretrainConfig, result: PretrainResult, config: DownstreamConfig,
+               show_progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or reuse) the student ``result`` starts on each dataset; its and the teacher's test accuracy."""
+    rows = []
+    for dataset in config.datasets:
+        run_config = downstream_config(pretrained, result, dataset, config)
+        directory = Path(run_config.out)
+        record = completed_run(directory, run_config, run_task(run_config).fingerprint)
+        reused = record is not None
+        if record is None:
+            record = run(run_config, show_progress).record
+        rows.append({"dataset": dataset, "accuracy": record.student.accuracy, "teacher_accuracy":
+                     record.teacher.accuracy, "retention": record.retention, "directory": str(directory),
+                     "reused": reused})
+    return rows
+
+
+def check_datasets(config: DownstreamConfig) -> None:
+    """Fail in one line (CompressError) when a downstream dataset cannot be read, before any work."""
+    for dataset in config.datasets:
+        run_task(RunConfig(method="albert", dataset=dataset))
