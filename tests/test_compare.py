@@ -178,6 +178,18 @@ def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_a_run_made_with_other_option_defaults_is_trained_again(compared):
+    # A run recorded when an option's default was another value (here ALBERT's augmentation) is not reused.
+    saved = compared["out"] / "runs" / "albert" / "config.json"
+    config = json.loads(saved.read_text())
+    config["options"]["augment_copies"] += 1
+    saved.write_text(json.dumps(config))
+    done = run_cli(*compared["args"], "--methods", "albert,distilbert", env=compared["env"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["reused"] == ["distilbert"]
+    assert json.loads(saved.read_text())["options"]["augment_copies"] == config["options"]["augment_copies"] - 1
+
+
 def test_changed_data_is_trained_again(compared):
     # Same file name, other content (runs last: it rewrites the module's CSV).
     write_tiny_csv(compared["csv"], copies=5)

@@ -35,7 +35,7 @@ from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
 from compress.methods.pipeline import Pipeline, Step, check, parse
-from compress.methods.registry import Method, Transform, all_methods, format_value, names
+from compress.methods.registry import Method, Transform, all_methods, format_value, get_method, names
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
@@ -141,11 +141,15 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     """The record of a complete run in ``directory`` made with ``config`` on the same data split (and,
     for a later step of a pipeline, from the parent run as it is now: ``parent_chain``), or None."""
     try:
-        recorded = json.loads((directory / "config.json").read_text())["run"]
+        full = json.loads((directory / "config.json").read_text())
+        recorded = full["run"]
         record = read_run_record(directory)
     except (OSError, ValueError, KeyError, CompressError):
         return None
     same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
+    if "options" in full:  # every option as the run resolved it: a default changed since then means run again
+        resolved = asdict(get_method(config.method).make_options(config.options))
+        same = same and full["options"] == json.loads(json.dumps(resolved, default=str))
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
     return record if same and record.dataset.fingerprint == split_fingerprint else None
