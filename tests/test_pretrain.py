@@ -105,11 +105,14 @@ def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
     args = ("--objective", "nsp", "--downstream", str(tiny["csv"]), "--downstream-epochs", "1",
             "--out", str(tiny["root"] / "downstream"), "--json")
     first, second = (json.loads(_pretrain(tiny, *args).stdout) for _ in range(2))
-    [row] = first["downstream"]
+    [row], [baseline] = first["downstream"], first["downstream_without_pretraining"]
     assert 0.0 <= row["accuracy"] <= 1.0 and not row["reused"] and second["downstream"][0]["reused"]
     ran = json.loads((Path(row["directory"]) / "config.json").read_text())
     assert ran["options"]["init_from"] == str(encoder) and ran["options"]["embedding_size"] == 16
     assert ran["run"]["dataset"] == str(tiny["csv"]) and ran["run"]["epochs"] == 1
+    built = json.loads((Path(baseline["directory"]) / "config.json").read_text())   # the same student, from the teacher
+    assert built["options"]["init_from"] is None and built["options"]["embedding_size"] == 16
+    assert built["run"]["epochs"] == 1 and second["downstream_without_pretraining"][0]["reused"]
 
     for args, expected in [
         (("--init-from", str(tiny["root"]), "--embedding-size", "16"), "holds no encoder"),

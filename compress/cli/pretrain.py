@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -56,24 +58,29 @@ def pretrain(
     check_datasets(later)  # a dataset that cannot be read fails before any pre-training
     results = [run_pretrain(config, device=device, show_progress=not as_json) for config in configs]
     tasks = [downstream(config, r, later, show_progress=not as_json) for config, r in zip(configs, results)]
+    baseline = downstream(configs[0], None, later, show_progress=not as_json) if later.datasets else []
     if as_json:
-        printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows}
-                   for r, rows in zip(results, tasks)]
+        printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows,
+                    "downstream_without_pretraining": baseline} for r, rows in zip(results, tasks)]
         print_json(printed if objective == "all" else printed[0])
         return
     table = Table(title=f"pre-trained on {escape(corpus)}, measured on held-out documents (accuracy); ALBERT "
                   "paper's Table 5 (ALBERT-base, its corpus) beside", title_justify="left")
     for column in ("objective", "masked LM", "NSP", "SOP", "paper: MLM", "NSP", "SOP",
-                   *(f"{escape(d)}: test (retention)" for d in later.datasets)):
+                   *(f"{escape(Path(d).name)}: test (retention)" for d in later.datasets)):
         table.add_column(column, justify="left" if column == "objective" else "right")
     for r, rows in zip(results, tasks):
         held, paper = r.record["held_out"], PAPER_TABLE5[r.record["objective"]]
         table.add_row(r.record["objective"], f"{held['mlm_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}",
                       f"{held['sop_accuracy']:.1%}", *(f"{v:.1f}%" for v in paper),
                       *(f"{row['accuracy']:.1%} ({row['retention']:.1%})" for row in rows))
+    if baseline:
+        table.add_row("not pre-trained", *["-"] * 6, *(f"{row['accuracy']:.1%} ({row['retention']:.1%})"
+                                                        for row in baseline))
     console.print(table)
     if later.datasets:
-        console.print(f"downstream runs (compress run albert --init-from ENCODER, same shape): {escape(out)}",
+        console.print(f"downstream runs (compress run albert --init-from ENCODER, same shape; 'not pre-trained': "
+                      f"the student built from the teacher, as compress run albert builds it): {escape(out)}",
                       soft_wrap=True)
     for r in results:
         reused = "cached" if r.cache_hit else f"trained in {r.record['seconds']:.0f} s"

@@ -1,6 +1,7 @@
 """The downstream half of the ALBERT paper's Table 5: each pre-trained encoder starts an ALBERT student
 (``compress run albert --init-from ENCODER``, same shape) on a task, and its test accuracy is set beside the
-held-out pre-training scores.
+held-out pre-training scores, and beside the same student built from the teacher without pre-training (what
+``compress run albert`` does), so the table says whether pre-training paid.
 
 The runs are written under one directory, ``OUT/OBJECTIVE-DATASET``, and reused when asked again with the
 same settings on the same data split (as ``compress compare`` reuses its runs).
@@ -28,20 +29,26 @@ class DownstreamConfig:
     device: str = "auto"
 
 
-def downstream_config(pretrained: PretrainConfig, result: PretrainResult, dataset: str,
+NOT_PRETRAINED = "no-pretraining"
+
+
+def downstream_config(pretrained: PretrainConfig, result: PretrainResult | None, dataset: str,
                       config: DownstreamConfig) -> RunConfig:
-    """The ALBERT run that ``result``'s encoder starts on ``dataset``: the pre-training's teacher, shape and seed."""
-    options = {"embedding_size": pretrained.embedding_size, "sharing": pretrained.sharing,
-               "groups": pretrained.groups, "init_from": str(result.encoder_dir)}
-    name = f"{pretrained.objective}-{Path(dataset).stem}"
+    """The ALBERT run that ``result``'s encoder starts on ``dataset`` (None: the student built from the teacher),
+    with the pre-training's teacher, shape and seed."""
+    options = {"embedding_size": pretrained.embedding_size, "sharing": pretrained.sharing, "groups": pretrained.groups}
+    if result is not None:
+        options["init_from"] = str(result.encoder_dir)
+    name = f"{pretrained.objective if result else NOT_PRETRAINED}-{Path(dataset).stem}"
     return RunConfig(method="albert", teacher=pretrained.teacher, dataset=dataset, options=options,
                      epochs=config.epochs, seed=pretrained.seed, device=config.device,
                      out=str(Path(config.out) / name), overwrite=True)
 
 
-def downstream(pretrained: PretrainConfig, result: PretrainResult, config: DownstreamConfig,
+def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config: DownstreamConfig,
                show_progress: bool = True) -> list[dict[str, Any]]:
-    """Train (or reuse) the student ``result`` starts on each dataset; its and the teacher's test accuracy."""
+    """Train (or reuse) the student ``result`` starts (None: the one built from the teacher) on each dataset;
+    its and the teacher's test accuracy."""
     rows = []
     for dataset in config.datasets:
         run_config = downstream_config(pretrained, result, dataset, config)
