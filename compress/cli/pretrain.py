@@ -55,10 +55,10 @@ def pretrain(
                for name in objectives]
     later = DownstreamConfig(datasets=tuple(d.strip() for d in downstream_datasets.split(",") if d.strip()),
                              out=out, epochs=downstream_epochs, device=device)
-    check_datasets(later)  # a dataset that cannot be read fails before any pre-training
+    splits = check_datasets(later)  # a dataset that cannot be read fails before any pre-training
     results = [run_pretrain(config, device=device, show_progress=not as_json) for config in configs]
-    tasks = [downstream(config, r, later, show_progress=not as_json) for config, r in zip(configs, results)]
-    baseline = downstream(configs[0], None, later, show_progress=not as_json) if later.datasets else []
+    tasks = [downstream(config, r, later, splits, show_progress=not as_json) for config, r in zip(configs, results)]
+    baseline = downstream(configs[0], None, later, splits, show_progress=not as_json) if later.datasets else []
     if as_json:
         printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows,
                     "downstream_without_pretraining": baseline} for r, rows in zip(results, tasks)]
@@ -73,10 +73,9 @@ def pretrain(
         held, paper = r.record["held_out"], PAPER_TABLE5[r.record["objective"]]
         table.add_row(r.record["objective"], f"{held['mlm_accuracy']:.1%}", f"{held['nsp_accuracy']:.1%}",
                       f"{held['sop_accuracy']:.1%}", *(f"{v:.1f}%" for v in paper),
-                      *(f"{row['accuracy']:.1%} ({row['retention']:.1%})" for row in rows))
+                      *map(_test_cell, rows))
     if baseline:
-        table.add_row("not pre-trained", *["-"] * 6, *(f"{row['accuracy']:.1%} ({row['retention']:.1%})"
-                                                        for row in baseline))
+        table.add_row("not pre-trained", *["-"] * 6, *map(_test_cell, baseline))
     console.print(table)
     if later.datasets:
         console.print(f"downstream runs (compress run albert --init-from ENCODER, same shape; 'not pre-trained': "
@@ -86,3 +85,7 @@ def pretrain(
         reused = "cached" if r.cache_hit else f"trained in {r.record['seconds']:.0f} s"
         console.print(f"{r.record['objective']}: {escape(str(r.encoder_dir))} ({reused})", soft_wrap=True)
     console.print("start a student from one: compress run albert --init-from ENCODER")
+
+
+def _test_cell(row: dict) -> str:
+    return f"{row['accuracy']:.1%} ({row['retention']:.1%})"

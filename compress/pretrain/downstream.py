@@ -39,21 +39,21 @@ def downstream_config(pretrained: PretrainConfig, result: PretrainResult | None,
     options = {"embedding_size": pretrained.embedding_size, "sharing": pretrained.sharing, "groups": pretrained.groups}
     if result is not None:
         options["init_from"] = str(result.encoder_dir)
-    name = f"{pretrained.objective if result else NOT_PRETRAINED}-{Path(dataset).stem}"
+    name = f"{NOT_PRETRAINED if result is None else pretrained.objective}-{Path(dataset).stem}"
     return RunConfig(method="albert", teacher=pretrained.teacher, dataset=dataset, options=options,
                      epochs=config.epochs, seed=pretrained.seed, device=config.device,
                      out=str(Path(config.out) / name), overwrite=True)
 
 
 def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config: DownstreamConfig,
-               show_progress: bool = True) -> list[dict[str, Any]]:
+               splits: dict[str, str], show_progress: bool = True) -> list[dict[str, Any]]:
     """Train (or reuse) the student ``result`` starts (None: the one built from the teacher) on each dataset;
-    its and the teacher's test accuracy."""
+    its and the teacher's test accuracy. ``splits``: each dataset's split fingerprint (:func:`check_datasets`)."""
     rows = []
     for dataset in config.datasets:
         run_config = downstream_config(pretrained, result, dataset, config)
         directory = Path(run_config.out)
-        record = completed_run(directory, run_config, run_task(run_config).fingerprint)
+        record = completed_run(directory, run_config, splits[dataset])
         reused = record is not None
         if record is None:
             record = run(run_config, show_progress).record
@@ -63,7 +63,7 @@ def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config
     return rows
 
 
-def check_datasets(config: DownstreamConfig) -> None:
-    """Fail in one line (CompressError) when a downstream dataset cannot be read, before any work."""
-    for dataset in config.datasets:
-        run_task(RunConfig(method="albert", dataset=dataset))
+def check_datasets(config: DownstreamConfig) -> dict[str, str]:
+    """Each downstream dataset's split fingerprint, read once; fails in one line (CompressError) when one cannot
+    be read, before any work."""
+    return {dataset: run_task(RunConfig(method="albert", dataset=dataset)).fingerprint for dataset in config.datasets}
