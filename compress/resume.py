@@ -1,15 +1,15 @@
 """Training that survives an interruption: checkpoints of an unfinished run, and continuing from them.
 
-A run (or a cache entry that trains: a fine-tuned teacher, a general-distilled student, a
-pre-trained encoder) keeps its training state in ``cache_dir()/unfinished/KEY/state.pt``, where KEY
-is a digest of everything that decides what it trains: the same command finds it again, wherever
-it writes its result. The state is the model, the optimizer, the scheduler, the random generators,
-the position in the epoch, the best epoch so far, the stages already finished and the log written so
-far; it is saved every ``--checkpoint-every`` steps and at every epoch end, through a temporary file
-and a rename, so a kill at any moment leaves the previous checkpoint whole. Re-running the command
-after Ctrl-C, ``kill -9`` or a lost node continues from it (and says so in one line); with the same
-seed it ends with the same metrics as a run that was never stopped. The directory is removed when
-the run completes: checkpoints are never part of a run directory.
+A run (or a cache entry that trains: a fine-tuned teacher, a general-distilled student, a pre-trained
+encoder) keeps its training state in ``cache_dir()/unfinished/KEY/state.pt``, where KEY is a digest of
+everything that decides what it trains: the same command finds it again, wherever it writes its result.
+The state is the model, the optimizer, the scheduler, the random generators, the position in the epoch,
+the best epoch so far, the stages already finished and the log written so far; it is saved every
+``--checkpoint-every`` steps and at every epoch end (before the dev evaluation and after it), through a
+temporary file and a rename, so a kill at any moment leaves the previous checkpoint whole. Re-running
+the command after Ctrl-C, ``kill -9`` or a lost node continues from it (and says so in one line); with
+the same seed it ends with the same metrics as a run that was never stopped. The directory is removed
+when the run completes: checkpoints are never part of a run directory.
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ def train_stage(
             if result.stopped_early:
                 break
             model.train()
-            seen, epoch_start = 0, time.perf_counter()
+            seen, epoch_start, index = 0, time.perf_counter(), -1
             for index, batch in enumerate(train_batches(epoch)):
                 if index < skip:   # resumed mid-epoch: these batches were trained on before the checkpoint
                     continue
@@ -358,6 +358,8 @@ def train_stage(
                 if checkpoints and checkpoints.every and step % checkpoints.every == 0 \
                         and index + 1 < steps_per_epoch:
                     save(epoch, index + 1)
+            if checkpoints and index >= skip:   # trained this epoch: keep its steps before evaluating, so a
+                save(epoch, index + 1)          # stop during a long evaluation does not cost the epoch
             skip = 0
             if evaluate_fn:
                 dev = evaluate_fn()

@@ -113,6 +113,48 @@ def test_a_stage_stopped_mid_epoch_continues_from_its_last_step_checkpoint(tmp_p
         assert torch.equal(a, b)
 
 
+def test_a_stage_stopped_during_its_evaluation_does_not_train_that_epoch_again(tmp_path, monkeypatch):
+    """Pre-training evaluates for minutes after its last step: a stop then keeps the epoch's training."""
+    import torch
+    from helpers import tiny_config
+
+    from compress.models.encoder import Encoder
+    from compress.resume import Resume
+    from compress.training import TrainConfig, hard_label_loss, train_stage
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 101, (5, 4, 10), generator=g)
+    data = [{"input_ids": b, "attention_mask": torch.ones_like(b), "token_type_ids": torch.zeros_like(b),
+             "labels": b[:, 0] % 3} for b in ids]
+
+    def train(checkpoints=None, stop_evaluating: bool = False):
+        torch.manual_seed(0)
+        model, losses = Encoder(tiny_config()), []
+
+        def loss_fn(m, batch):
+            loss, parts = hard_label_loss(m, batch)
+            losses.append(loss.item())
+            return loss, parts
+
+        def evaluate():
+            if stop_evaluating:
+                raise KeyboardInterrupt
+            return {"loss": -len(losses)}
+
+        train_stage(model, loss_fn, lambda epoch: data, lambda: [], TrainConfig(epochs=1, lr=1e-3, metric="loss"),
+                    device=torch.device("cpu"), show_progress=False, evaluate_fn=evaluate, checkpoints=checkpoints)
+        return model, losses
+
+    reference, _ = train()
+    with pytest.raises(KeyboardInterrupt):
+        train(Resume("evaluating", "a test stage").stage(0, []), stop_evaluating=True)  # every 500: none mid-epoch
+    model, losses = train(Resume("evaluating", "a test stage").stage(0, []))
+    assert losses == []   # the five steps were kept, only the evaluation ran again
+    for a, b in zip(model.state_dict().values(), reference.state_dict().values()):
+        assert torch.equal(a, b)
+
+
 def test_a_callers_own_generator_is_saved_and_restored_with_the_stage(tmp_path, monkeypatch):
     """Pre-training draws its masks from a generator of its own: a resumed stage must draw what it would have."""
     import torch
