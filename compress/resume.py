@@ -107,8 +107,12 @@ class Resume:
             if not self.said:
                 self.said = True
                 saved_at = time.strftime("%H:%M:%S", time.localtime(self.saved["time"]))
-                where = f"the end of epoch {restored['epoch']}" if not restored["batches"] else \
-                    f"epoch {restored['epoch'] + 1}, step {restored['step']}"
+                if not restored["batches"]:
+                    where = f"the end of epoch {restored['epoch']}"
+                elif restored.get("evaluating"):
+                    where = f"the end of epoch {restored['epoch'] + 1}'s training, before its evaluation"
+                else:
+                    where = f"epoch {restored['epoch'] + 1}, step {restored['step']}"
                 if world().is_main:
                     notice(f"resuming {self.what} from its checkpoint at {where} (saved {saved_at}); "
                            f"`rm -r {self.directory}` starts it afresh.")

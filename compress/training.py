@@ -294,18 +294,21 @@ def train_stage(
         optimizer.load_state_dict(restored["optimizer"])
         scheduler.load_state_dict(restored["scheduler"])
         scaler.load_state_dict(restored["scaler"])
-        set_rng_state(restored["rng"])
         first_epoch, skip, step = restored["epoch"], restored["batches"], restored["step"]
+        # Making a DataLoader's iterator draws from torch's generator. A checkpoint taken inside an epoch
+        # (skip > 0) was saved after its iterator was made: make it first, then restore, as the run did.
+        if not skip:
+            set_rng_state(restored["rng"])
         best_score, best_state, bad_epochs = restored["best_score"], restored["best_state"], restored["bad_epochs"]
         result = StageResult(**restored["result"])
         before = result.seconds
 
-    def save(epoch: int, batches: int) -> None:
+    def save(epoch: int, batches: int, evaluating: bool = False) -> None:
         if log is not None:
             log.flush()
         result.seconds = before + time.perf_counter() - start
         checkpoints.save({  # type: ignore[union-attr]
-            "epoch": epoch, "batches": batches, "step": step, "model": model.state_dict(),
+            "epoch": epoch, "batches": batches, "evaluating": evaluating, "step": step, "model": model.state_dict(),
             "extra": [p.detach() for p in extra], "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "rng": rng_state(),
             "best_score": best_score, "best_state": best_state, "bad_epochs": bad_epochs, "result": asdict(result),
@@ -322,7 +325,10 @@ def train_stage(
                 break
             model.train()
             seen, epoch_start, index = 0, time.perf_counter(), -1
-            for index, batch in enumerate(train_batches(epoch)):
+            batches = iter(train_batches(epoch))
+            if skip:
+                set_rng_state(restored["rng"])  # type: ignore[index]
+            for index, batch in enumerate(batches):
                 if index < skip:   # resumed mid-epoch: these batches were trained on before the checkpoint
                     continue
                 size = len(batch["input_ids"])
@@ -359,7 +365,7 @@ def train_stage(
                         and index + 1 < steps_per_epoch:
                     save(epoch, index + 1)
             if checkpoints and index >= skip:   # trained this epoch: keep its steps before evaluating, so a
-                save(epoch, index + 1)          # stop during a long evaluation does not cost the epoch
+                save(epoch, index + 1, evaluating=True)   # stop during a long evaluation does not cost the epoch
             skip = 0
             if evaluate_fn:
                 dev = evaluate_fn()

@@ -48,7 +48,7 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tiny, signu
     deadline = time.monotonic() + 300
     while not _checkpoints(tiny) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    process.send_signal(signum)   # the first checkpoint is the end of epoch 1
+    process.send_signal(signum)   # the first checkpoint is the end of epoch 1 (before or after its evaluation)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == (130 if signum == signal.SIGINT else -signal.SIGKILL), stderr
     assert not out.exists()       # nothing half-written in the run's place
@@ -149,7 +149,9 @@ def test_a_stage_stopped_during_its_evaluation_does_not_train_that_epoch_again(t
     reference, _ = train()
     with pytest.raises(KeyboardInterrupt):
         train(Resume("evaluating", "a test stage").stage(0, []), stop_evaluating=True)  # every 500: none mid-epoch
-    model, losses = train(Resume("evaluating", "a test stage").stage(0, []))
+    resume = Resume("evaluating", "a test stage")
+    assert resume.saved["train"]["evaluating"] and resume.saved["train"]["batches"] == 5
+    model, losses = train(resume.stage(0, []))
     assert losses == []   # the five steps were kept, only the evaluation ran again
     for a, b in zip(model.state_dict().values(), reference.state_dict().values()):
         assert torch.equal(a, b)
