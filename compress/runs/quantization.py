@@ -163,8 +163,10 @@ def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Sour
             speed={"source": fp32_speed, "student": student_speed}
             | ({"teacher": fp32_speed} if source.kind == "teacher" else {}),
         )
-        full_config = {"run": asdict(config), "source": asdict(record.source), "parent": source.parent,
-                       "teacher": source.teacher_name, "max_length": source.data.max_length}
+        # "options": the method's options as resolved (QuantOptions has only the backend), so that compare
+        # does not reuse this run once a default has changed.
+        full_config = {"run": asdict(config), "options": {"backend": backend}, "source": asdict(record.source),
+                       "parent": source.parent, "teacher": source.teacher_name, "max_length": source.data.max_length}
         if pipeline:
             full_config["pipeline"] = pipeline
         write_run_record(tmp, record, full_config, seed=config.seed)
