@@ -13,7 +13,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
@@ -237,13 +237,26 @@ def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _progress(show: bool) -> Progress:
+def _progress(show: bool, *fields: TextColumn) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[rate]:.0f} ex/s"),
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), *fields,
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), disable=not show,
         console=Console(stderr=True),  # stdout stays clean for --json
     )
+
+
+def with_progress(batches: Iterable[Batch], description: str, show: bool = True) -> Iterator[Batch]:
+    """The batches of a sized iterable, under a progress bar on stderr (without a terminal: a line every
+    tenth), shown by the main process only: for long passes that train nothing, such as the teacher's logits."""
+    total = len(batches)  # type: ignore[arg-type]  # a DataLoader knows its length
+    with _progress(show and world().is_main) as progress:
+        bar = progress.add_task(escape(description), total=total)
+        plain_every = max(1, total // 10) if not progress.disable and not progress.console.is_terminal else 0
+        for done, batch in enumerate(batches, 1):
+            yield batch
+            progress.update(bar, advance=1)
+            if plain_every and done % plain_every == 0:
+                progress.console.print(f"{escape(description)}: {done}/{total} batches")
 
 
 def train_stage(
@@ -315,7 +328,8 @@ def train_stage(
         })
 
     start = time.perf_counter()
-    with _progress(show_progress and w.is_main) as progress:
+    with _progress(show_progress and w.is_main, TextColumn("loss {task.fields[loss]:.4f}"),
+                   TextColumn("{task.fields[rate]:.0f} ex/s")) as progress:
         bar = progress.add_task(escape(name), total=total, completed=step, loss=0.0, rate=0.0)
         say = progress.console.print if w.is_main else (lambda *args: None)  # rank 0 speaks for all
         # Without a terminal (CI logs, nohup) rich draws no bar: print a line every tenth instead.

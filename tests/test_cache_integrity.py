@@ -208,6 +208,9 @@ def test_damaged_teacher_logits_are_recomputed(task, tokenizer, _isolated_cache,
     device = torch.device("cpu")
     first = module.teacher_logits(teacher, data, "train", "fp", device).clone()  # the file is memory-mapped
     assert first.shape == (len(data.splits["train"]), 2)
+    batches = len(data.dataloader("train", batch_size=128))
+    # computing them says so (no terminal here: a plain line), as they can take minutes
+    assert f"teacher logits (train): {batches}/{batches} batches" in capfd.readouterr().err
     entry = _isolated_cache / "teacher_logits" / f"fp-{data.cache_key}-train"
     flip_byte(entry / "logits.safetensors")
     capfd.readouterr()
@@ -222,11 +225,14 @@ def test_damaged_teacher_logits_are_recomputed(task, tokenizer, _isolated_cache,
     assert capfd.readouterr().err == ""
 
     # an intact entry whose length does not fit the split (load raises ValueError) is recomputed too
-    shorter = replace(data, splits=datasets.DatasetDict({**data.splits, "train": data.splits["train"].select(range(3))}))
-    assert torch.allclose(module.teacher_logits(teacher, shorter, "train", "fp", device), first[:3], atol=1e-5)
+    three = data.splits["train"].select(range(3))
+    shorter = replace(data, splits=datasets.DatasetDict({**data.splits, "train": three}))
+    assert torch.allclose(module.teacher_logits(teacher, shorter, "train", "fp", device, show_progress=False),
+                          first[:3], atol=1e-5)
     err = capfd.readouterr().err
     assert_notice_names(err, entry)
     assert f"it holds {len(first)} logits for a split of 3 examples" in err
+    assert "batches" not in err  # show_progress=False: no progress
 
 
 def test_damaged_general_distilled_student_is_retrained(tmp_path, capfd, monkeypatch):

@@ -23,19 +23,21 @@ from compress.cache import cached, unreadable
 from compress.data.batching import DynamicPaddingCollator, TokenizedTask
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file, cache_dir
-from compress.training import predict
+from compress.training import predict, with_progress
 
 LOGITS = "logits.safetensors"
 
 
 def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fingerprint: str,
-                   device: torch.device) -> torch.Tensor:
-    """(examples, classes) logits of the teacher on ``split``, in dataset order, cached."""
+                   device: torch.device, show_progress: bool = True) -> torch.Tensor:
+    """(examples, classes) logits of the teacher on ``split``, in dataset order, cached (computing them, a
+    progress bar: for a large teacher or an augmented split this pass takes minutes)."""
     target = cache_dir() / "teacher_logits" / f"{teacher_fingerprint}-{data.cache_key}-{split}"
     examples = len(data.splits[split])
 
     def build(tmp: Path) -> None:
-        logits, _ = predict(teacher, data.dataloader(split, batch_size=128, shuffle=False), device)
+        batches = data.dataloader(split, batch_size=128, shuffle=False)
+        logits, _ = predict(teacher, with_progress(batches, f"teacher logits ({split})", show_progress), device)
         save_file({"logits": logits.contiguous()}, tmp / LOGITS)
         as_ordinary_file(tmp / LOGITS)
 
@@ -52,9 +54,9 @@ def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
 
 
 def teacher_logits_dataset(teacher: Encoder, data: TokenizedTask, split: str, teacher_fingerprint: str,
-                           device: torch.device) -> datasets.Dataset:
+                           device: torch.device, show_progress: bool = True) -> datasets.Dataset:
     """The tokenized split with a ``teacher_logits`` column."""
-    logits = teacher_logits(teacher, data, split, teacher_fingerprint, device)
+    logits = teacher_logits(teacher, data, split, teacher_fingerprint, device, show_progress)
     return data.splits[split].add_column("teacher_logits", logits.tolist())
 
 

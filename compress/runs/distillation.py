@@ -147,7 +147,7 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher, student, data, teacher_f
     if objective.needs_teacher_forward:
         train_set, collator = data.splits["train"], data.collator
     else:  # only logits: compute the teacher's once per dataset (cached on disk), not once per step
-        train_set = teacher_logits_dataset(teacher, data, "train", teacher_fingerprint, device)
+        train_set = teacher_logits_dataset(teacher, data, "train", teacher_fingerprint, device, show_progress)
         collator = TeacherLogitsCollator(data.collator)
 
     def train_batches(epoch: int):
