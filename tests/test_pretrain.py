@@ -4,6 +4,7 @@ cache, the encoder it hands to `compress run albert --init-from`, and its bad in
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,13 @@ def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
     assert {"mlm", "nsp"} <= set(next(s for s in steps if "step" in s))   # both losses logged per step
     again = _pretrain(tiny, "--objective", "nsp", "--json")
     assert json.loads(again.stdout)["cache_hit"] and json.loads(again.stdout)["directory"] == record["directory"]
-    table5 = json.loads(_pretrain(tiny, "--objective", "all", "--json").stdout)   # the three, NSP's from the cache
+    sop = _pretrain(tiny, "--objective", "sop")   # a user's call: progress on stderr
+    table5 = json.loads(_pretrain(tiny, "--objective", "all", "--json").stdout)   # the three, two from the cache
     assert [r["objective"] for r in table5] == ["sop", "nsp", "none"]
-    assert table5[1]["cache_hit"] and len({r["directory"] for r in table5}) == 3
+    assert table5[0]["cache_hit"] and table5[1]["cache_hit"] and len({r["directory"] for r in table5}) == 3
+    for name, pairs in (("masked LM", "held_out_none"), ("SOP pairs", "held_out_sop"), ("NSP pairs", "held_out_nsp")):
+        batches = math.ceil(table5[0]["pairs"][pairs] / 128)   # each held-out pass says how far it is (no terminal)
+        assert f"held-out {name}: {batches}/{batches} batches" in sop.stderr, sop.stderr
 
     # The encoder starts an ALBERT student: its blocks and embeddings are the pre-trained ones, its head the teacher's.
     encoder = Path(record["directory"]) / "encoder"

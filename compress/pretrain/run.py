@@ -41,7 +41,7 @@ from compress.pretrain.model import PretrainingModel
 from compress.resume import Resume
 from compress.students.albert import AlbertOptions, albert_config, build_albert
 from compress.teachers.registry import DEFAULT_TEACHER, load_teacher, load_tokenizer, resolve_teacher_dir
-from compress.training import Batch, TrainConfig, seed_everything, to_device, train_stage
+from compress.training import Batch, TrainConfig, seed_everything, to_device, train_stage, with_progress
 
 OBJECTIVES = ("sop", "nsp", "none")
 INITS = ("teacher", "scratch")
@@ -203,7 +203,7 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
         return mlm + order, {"mlm": mlm.item(), config.objective: order.item()}
 
     def held_out_metrics() -> dict[str, float]:
-        return evaluate_pretraining(model, held_out, collator, spec, config.objective, device)
+        return evaluate_pretraining(model, held_out, collator, spec, config.objective, device, show_progress)
 
     with open(out / "log.jsonl", "w") as log:
         log.write(resume.log())
@@ -232,16 +232,19 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
 
 @torch.inference_mode()
 def evaluate_pretraining(model: PretrainingModel, held_out: dict[str, datasets.Dataset], collator: Any,
-                         spec: MaskingSpec, objective: str, device: torch.device) -> dict[str, float]:
+                         spec: MaskingSpec, objective: str, device: torch.device,
+                         show_progress: bool = False) -> dict[str, float]:
     """Masked-LM accuracy and loss on in-order held-out pairs (masks drawn with a fixed seed, so every model
     and epoch is scored on the same corruption), and the sentence head's accuracy on held-out SOP pairs and
     NSP pairs. ``loss`` (what picks the best epoch) is the masked-LM loss plus, unless ``objective`` is
-    ``none``, the sentence loss on that objective's pairs."""
+    ``none``, the sentence loss on that objective's pairs. Each pass shows a progress bar when asked
+    (on 2 cores the three take minutes)."""
     model.eval()
     generator = torch.Generator().manual_seed(0)
     correct = total = 0
     mlm_loss = 0.0
-    for batch in make_dataloader(held_out["none"], collator, batch_size=128):
+    batches = make_dataloader(held_out["none"], collator, batch_size=128)
+    for batch in with_progress(batches, "held-out masked LM", show_progress):
         batch = to_device(batch, device)
         corrupted, labels = mask_tokens(batch["input_ids"], batch["attention_mask"], spec, generator)
         vocabulary, _ = model(corrupted, batch["attention_mask"], batch["token_type_ids"], labels)
@@ -253,7 +256,8 @@ def evaluate_pretraining(model: PretrainingModel, held_out: dict[str, datasets.D
     sentence_loss = 0.0
     for name in ("sop", "nsp"):
         right = seen = 0
-        for batch in make_dataloader(held_out[name], collator, batch_size=128):
+        batches = make_dataloader(held_out[name], collator, batch_size=128)
+        for batch in with_progress(batches, f"held-out {name.upper()} pairs", show_progress):
             batch = to_device(batch, device)
             no_mask = torch.full_like(batch["input_ids"], IGNORE)
             _, logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], no_mask)
