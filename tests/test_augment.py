@@ -73,7 +73,7 @@ def test_config_defaults_are_the_papers_and_round_trip():
 @pytest.mark.parametrize(
     "changes",
     [{"copies": -1}, {"copies": 2.0}, {"replace_prob": 1.5}, {"replace_prob": -0.1}, {"replace_prob": True},
-     {"candidates": 0}, {"seed": "13"}],
+     {"candidates": 0}, {"seed": "13"}, {"masked_lm": 1}],
 )
 def test_config_rejects_bad_values(changes):
     with pytest.raises(ValueError):
@@ -267,6 +267,31 @@ def test_mlm_replacements_follow_algorithm_1(tokenizer, neighbours, tiny_mlm):
             assert _split_word(new)[1].lower() in candidates
 
 
+def test_masked_lm_is_asked_about_a_block_of_texts_at_once(tokenizer, neighbours, monkeypatch, capfd):
+    # One call per word position for a whole block of texts (not per text), with the same result: every copy
+    # draws from its own generator, and the masked LM sees each copy as built so far.
+    import compress.students.tinybert.augment as augment
+
+    calls: list[int] = []
+    words = ["fine", "nice", "bad", "great", "dull", "odd"]
+
+    def masked_lm(sentences, positions):   # a pure function of the copy as built so far
+        calls.append(len(sentences))
+        return [[words[(len(" ".join(s)) + p + k) % 6] for k in range(6)] for s, p in zip(sentences, positions)]
+
+    texts = [f"a good movie {'with ' * (i % 3)}funny actors" for i in range(300)]
+    config = AugmentConfig(copies=2, replace_prob=0.5, candidates=6)
+    together = augment_texts(texts, tokenizer, neighbours, config, masked_lm, show_progress=True)
+    assert "augmenting (masked-LM candidates): 2/2 batches" in capfd.readouterr().err   # 300 texts: 2 blocks
+    in_blocks, asked = len(calls), sum(calls)
+    assert in_blocks <= 2 * 7   # two blocks, at most 7 words a text
+    calls.clear()
+    monkeypatch.setattr(augment, "_BLOCK", 1)   # a text at a time
+    assert augment_texts(texts, tokenizer, neighbours, config, masked_lm) == together
+    assert sum(calls) == asked and len(calls) > 300
+    assert sum(t != texts[i] for i, t in together) > 300   # words were replaced
+
+
 # --- the augmented train split of a run ---------------------------------------------------------
 
 
@@ -292,4 +317,25 @@ def test_augmented_train_split_is_cached_and_reused(tokenizer, tmp_path, monkeyp
     assert second.cache_key == first.cache_key
     assert second.splits["train"]["input_ids"] == first.splits["train"]["input_ids"]
     with pytest.raises(AssertionError, match="augmented again"):  # other settings are another entry
+        augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1))
+
+
+def test_masked_lm_false_never_asks_the_masked_lm(tokenizer, tmp_path, monkeypatch):
+    # ALBERT's augmentation (masked_lm=False): the head, when a checkpoint has one, is not even loaded.
+    from helpers import write_tiny_csv
+
+    from compress.data import load_task, tokenize_task
+    from compress.students.tinybert import augment
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))
+    data = tokenize_task(task, tokenizer, max_length=16)
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the masked-LM head was loaded")
+
+    monkeypatch.setattr(augment, "mlm_candidates_from_checkpoint", loaded)
+    out = augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1, masked_lm=False))
+    assert len(out.splits["train"]) == 2 * len(data.splits["train"])
+    with pytest.raises(AssertionError, match="head was loaded"):
         augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1))

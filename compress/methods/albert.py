@@ -71,8 +71,10 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
 
 
 def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
-    """Augmented training data, when the options ask for it."""
-    return augmented_for(run, options.augment_copies)
+    """Augmented training data, when the options ask for it: replacements from the teacher's word-embedding
+    neighbours, as measured on MR, not from a masked-LM head (with BERT-large one forward pass per replaced
+    word would take hours on a CPU before the first step)."""
+    return augmented_for(run, options.augment_copies, masked_lm=False)
 
 
 METHOD = register(StudentMethod(
