@@ -273,16 +273,19 @@ def test_masked_lm_is_asked_about_a_block_of_texts_at_once(tokenizer, neighbours
     import compress.students.tinybert.augment as augment
 
     calls: list[int] = []
+    printed: list[str] = []   # stderr, read at every call: the bar moves while the masked LM is asked
     words = ["fine", "nice", "bad", "great", "dull", "odd"]
 
     def masked_lm(sentences, positions):   # a pure function of the copy as built so far
         calls.append(len(sentences))
+        printed.append(capfd.readouterr().err)
         return [[words[(len(" ".join(s)) + p + k) % 6] for k in range(6)] for s, p in zip(sentences, positions)]
 
     texts = [f"a good movie {'with ' * (i % 3)}funny actors" for i in range(300)]
     config = AugmentConfig(copies=2, replace_prob=0.5, candidates=6)
     together = augment_texts(texts, tokenizer, neighbours, config, masked_lm, show_progress=True)
-    assert "augmenting (masked-LM candidates): 2/2 batches" in capfd.readouterr().err   # 300 texts: 2 blocks
+    during = "".join(printed)   # 300 texts: 2 blocks, the first done while the second is asked about
+    assert "candidates): 1/2 batches" in during and "2/2" not in during and "2/2 batches" in capfd.readouterr().err
     in_blocks, asked = len(calls), sum(calls)
     assert in_blocks <= 2 * 7   # two blocks, at most 7 words a text
     calls.clear()

@@ -326,10 +326,9 @@ def augment_texts(
         piece_of = {core: ids[0] for core, ids in zip(cores, encoded, strict=True) if len(ids) == 1}
     words = _Replaceable(piece_of, neighbours, set(tokenizer.all_special_tokens))
     blocks = [range(start, min(start + _BLOCK, len(texts))) for start in range(0, len(texts), _BLOCK)]
-    if mlm_candidates is not None:  # the slow part: say how far it is
-        blocks = list(with_progress(blocks, "augmenting (masked-LM candidates)", show_progress))
+    slow = mlm_candidates is not None   # a bar only for the masked LM: neighbours take seconds
     result: list[tuple[int, str]] = []
-    for block in blocks:
+    for block in with_progress(blocks, "augmenting (masked-LM candidates)", show_progress and slow):
         copies = _augment_block([split_texts[i] for i in block], block, words, config, mlm_candidates)
         for index, texts_of_one in zip(block, copies, strict=True):
             result.append((index, texts[index]))
