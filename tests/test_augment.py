@@ -58,7 +58,8 @@ def replaceable(tokenizer, neighbours, word: str) -> bool:
 
 
 def is_bad_token(token: str, tokenizer) -> bool:
-    return token in tokenizer.all_special_tokens or token.startswith("##") or bool(re.fullmatch(r"\[unused\d+\]", token))
+    return (token in tokenizer.all_special_tokens or token.startswith("##")
+            or bool(re.fullmatch(r"\[unused\d+\]", token)))
 
 
 # --- config -------------------------------------------------------------------------------------

@@ -66,7 +66,8 @@ def test_explain_takes_the_shape_options_and_counts_them_as_transformers_does():
     grouped = student("albert[groups=2]", "--embedding-size", "128")
     assert grouped["config"]["groups"] == 2
     assert grouped["params"] == _meta_count(AlbertModel, AlbertConfig(**base, embedding_size=128, num_hidden_groups=2))
-    assert student("albert", "--sharing", "attention")["params"] > student("albert", "--sharing", "ffn")["params"]  # FFN is bigger
+    # the FFN block is bigger than the attention block
+    assert student("albert", "--sharing", "attention")["params"] > student("albert", "--sharing", "ffn")["params"]
     assert student("prune", "--keep-heads", "0.5", "--keep-ffn", "1.0")["config"]["heads"] == [6] * 12
 
 

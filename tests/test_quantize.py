@@ -99,7 +99,8 @@ def _calibration() -> list[dict[str, np.ndarray]]:
 def _write(method: str, backend: str, model: Encoder, directory):
     directory.mkdir()
     calibration = _calibration() if method == "static-int8" else None
-    write_artefact(quant_format(method), backend, model, directory, calibration=calibration, label_names=["a", "b", "c"])
+    write_artefact(quant_format(method), backend, model, directory, calibration=calibration,
+                   label_names=["a", "b", "c"])
     return load_artefact(directory, threads=1)
 
 

@@ -248,7 +248,8 @@ def test_a_pipeline_name_gives_the_runs_of_then(tiny):
     assert first["pipeline"] == second["pipeline"] == text
     metrics = json.loads((chained / "metrics.json").read_text())
     assert metrics["quantization"]["backend"] == "torch"
-    assert metrics["student"]["config"]["sharing"] == "attention" and metrics["student"]["config"]["embedding_size"] == 8
+    config = metrics["student"]["config"]
+    assert config["sharing"] == "attention" and config["embedding_size"] == 8
     assert [step["step"] for step in metrics["chain"]] == ["albert[sharing=attention,embedding_size=8]",
                                                            "int8[backend=torch]"]
 

@@ -14,7 +14,8 @@ from compress.teachers.registry import DEFAULT_TEACHER
 
 
 def compare(
-    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
+                                help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
     methods: str | None = typer.Option(
         None, help="Comma-separated methods and pipelines, e.g. distilbert,distilbert+int8,"
@@ -68,7 +69,8 @@ def _table(comparison: dict) -> Table:
                   "", f"{t['latency_ms_p50']:.1f}", "1.00x")
     for m in comparison["methods"]:
         table.add_row(escape(m["method"]), f"{m['params'] / 1e6:.1f}M", f"{m['size_bytes'] / 1e6:.1f}",
-                      f"{m['accuracy']:.1%}", f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}", f"{m['speedup']:.2f}x")
+                      f"{m['accuracy']:.1%}", f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}",
+                      f"{m['speedup']:.2f}x")
     return table
 
 

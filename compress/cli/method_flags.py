@@ -32,7 +32,8 @@ def method_flags() -> dict[str, tuple[str, type, Any, str]]:
                 other = found[f.name]
                 if (other[0], other[1]) != (flag, kind) or (kind is bool and other[2] != default):
                     raise TypeError(f"{method.name}.{f.name} disagrees with another method's {f.name}")
-            found.setdefault(f.name, (flag, kind, default, {}))[3].setdefault(f.metadata["help"], []).append(method.name)
+            helps = found.setdefault(f.name, (flag, kind, default, {}))[3]
+            helps.setdefault(f.metadata["help"], []).append(method.name)
     return {name: (flag, kind, default, " ".join(f"{', '.join(ms)}: {h}" for h, ms in helps.items()))
             for name, (flag, kind, default, helps) in found.items()}
 
@@ -62,7 +63,7 @@ def _method_parameters(taken: set[str]) -> list[inspect.Parameter]:
     for name, (flag, kind, _, help_text) in method_flags().items():
         if name in taken:
             raise TypeError(f"the method option {name} has the name of a command setting")
-        default = typer.Option(False, flag, help=help_text) if kind is bool else typer.Option(None, flag, help=help_text)
+        default = typer.Option(False if kind is bool else None, flag, help=help_text)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=bool if kind is bool else kind | None))
     return params

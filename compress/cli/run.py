@@ -61,7 +61,7 @@ def _printed(result) -> dict[str, Any]:
 
 
 def _settings() -> list[tuple[str, Any, Any]]:
-    O = typer.Option  # noqa: N806
+    O = typer.Option  # noqa: N806, E741
     common: list[tuple[str, Any, Any]] = [
         ("method", str, typer.Argument(..., help=f"One of {', '.join(names())}, or a pipeline: "
                                        "distilbert+int8, albert[sharing=attention,embedding_size=256]+int8.")),
@@ -81,7 +81,8 @@ def _settings() -> list[tuple[str, Any, Any]]:
                                         "steps write OUT-STEP.")),
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
         ("device", str, O("auto", help="auto, cpu or cuda.")),
-        ("precision", str, O("fp32", help="Precision the student trains in: fp32, bf16 (autocast) or fp16 (CUDA only).")),
+        ("precision", str, O("fp32", help="Precision the student trains in: fp32, bf16 (autocast) or fp16 "
+                                          "(CUDA only).")),
         ("checkpoint_every", int, O(DEFAULT_EVERY, help="Steps between checkpoints of unfinished training, besides "
                                                      "every epoch end (0: epoch ends only); rerunning an "
                                                      "interrupted command continues from the last one.")),
@@ -114,7 +115,8 @@ def _summary(record: RunRecord, directory) -> None:
     if record.quantization is not None:
         q = record.quantization
         chosen = record.speed["student"]
-        console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q['fp32_speed']['latency_ms_p50']:.1f}"
+        console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 "
+                      f"{q['fp32_speed']['latency_ms_p50']:.1f}"
                       f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
                       f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32{batched_change(q)}")
         console.print(f"  backend {q['backend']}: {q['chosen_by']}")

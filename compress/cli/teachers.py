@@ -74,7 +74,8 @@ def verify(
 
 @app.command()
 def finetune(
-    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
+                                help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
     text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
     text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),

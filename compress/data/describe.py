@@ -5,12 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from compress.data.batching import (
-    length_percentiles,
-    max_length_from_lengths,
-    split_token_lengths,
-    tokenizer_id,
-)
+from compress.data.batching import length_percentiles, max_length_from_lengths, split_token_lengths, tokenizer_id
 from compress.data.named import NAMED_DATASETS
 from compress.data.splits import SPLIT_NAMES
 from compress.data.task import TaskData

@@ -15,13 +15,7 @@ from dataclasses import dataclass, field
 
 import datasets
 
-from compress.data.splits import (
-    SPLIT_NAMES,
-    SPLIT_PROPORTIONS,
-    SPLIT_SEED,
-    assign_splits,
-    split_fingerprint,
-)
+from compress.data.splits import SPLIT_NAMES, SPLIT_PROPORTIONS, SPLIT_SEED, assign_splits, split_fingerprint
 from compress.errors import CompressError
 
 

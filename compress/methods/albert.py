@@ -32,13 +32,14 @@ SHARINGS = ("all", "attention", "ffn", "none")
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) -> dict[str, Any]:
     sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
-    v, e, h, l = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
+    v, e, h, layers = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
     embedding = (f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = "
                  f"{v * e + e * h:,}" if sc.factorized else
                  f"embedding not factorized (E = H = {h}): V*H = {v}*{h} = {v * h:,}")
     a, f = sc.num_attention_blocks, sc.num_ffn_blocks
-    formula = [embedding, f"cross-layer sharing ({sc.sharing}, {sc.groups} group(s)): {l} attention + {l} FFN blocks  "
-                          f"->  {a} attention + {f} FFN blocks, each run {l // a} and {l // f} times"]
+    formula = [embedding, f"cross-layer sharing ({sc.sharing}, {sc.groups} group(s)): {layers} attention + "
+                          f"{layers} FFN blocks  ->  {a} attention + {f} FFN blocks, each run {layers // a} and "
+                          f"{layers // f} times"]
     notes = [
         "Sharing cuts parameters, not FLOPs: every layer still runs, so each shared block is applied once per "
         f"layer that uses it; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "

@@ -22,7 +22,8 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptio
     sc = distilbert_config(tc, options.num_layers)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     formula = [
-        f"layers: L = {tc.num_layers}  ->  {sc.num_layers} (every other teacher layer), width H = {tc.hidden_size} kept",
+        f"layers: L = {tc.num_layers}  ->  {sc.num_layers} (every other teacher layer), "
+        f"width H = {tc.hidden_size} kept",
         "loss = alpha * KL(soft targets at T) + beta * CE(gold labels) + gamma * (1 - cos(hidden states))",
     ]
     notes = [

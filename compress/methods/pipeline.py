@@ -1,4 +1,5 @@
-"""Pipelines of methods: ``distilbert+int8``, with options inside, ``albert[sharing=attention,embedding_size=256]+int8``.
+"""Pipelines of methods: ``distilbert+int8``, with options inside,
+``albert[sharing=attention,embedding_size=256]+int8``.
 
 Grammar::
 

@@ -115,7 +115,8 @@ class OrtPredictor:
         return self.session.run(["logits"], feeds)[0]
 
 
-def predict_batches(predictor: Predictor, batches: Iterable[Mapping[str, torch.Tensor]]) -> tuple[np.ndarray, np.ndarray]:
+def predict_batches(predictor: Predictor,
+                    batches: Iterable[Mapping[str, torch.Tensor]]) -> tuple[np.ndarray, np.ndarray]:
     """Logits and gold labels of ``predictor`` over collated batches (torch tensors, as the data loaders give)."""
     logits, labels = [], []
     for batch in batches:

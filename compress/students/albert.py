@@ -37,8 +37,8 @@ class AlbertOptions:
                 "intermediate stage; same depth, so layer m learns from teacher layer m) before the logits."})
     augment_copies: int = field(default=1, metadata={
         "help": "augmented copies per training sentence, labelled by the teacher's logits (TinyBERT's word "
-                "replacement, from the word-embedding neighbours; default 1: on MR it keeps three seeds within 0.8 test points instead of 2.9, for "
-                "twice the steps; 0 turns it off).", "flag": "--augment"})
+                "replacement, from the word-embedding neighbours; default 1: on MR it keeps three seeds within "
+                "0.8 test points instead of 2.9, for twice the steps; 0 turns it off).", "flag": "--augment"})
     init_from: str | None = field(default=None, metadata={
         "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
                 "layers; pooler and classifier still come from the teacher."})
