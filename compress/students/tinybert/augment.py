@@ -356,7 +356,8 @@ def _augment_block(split_texts: list[list[str]], indices: Sequence[int], words: 
             for index in indices]
     clean = mlm_candidates is None
     for position in range(0, max((len(parts) for parts in split_texts), default=0), 2):
-        wanted: list[tuple[int, int, str, str, str, int]] = []   # (text, copy, lead, core, trail, piece)
+        word_of: dict[int, tuple[str, str, str, int]] = {}   # text -> (lead, core, trail, piece) at this position
+        wanted: list[tuple[int, int]] = []                      # (text, copy) replacing its word here
         for t, parts in enumerate(split_texts):
             if position >= len(parts):
                 continue
@@ -364,15 +365,16 @@ def _augment_block(split_texts: list[list[str]], indices: Sequence[int], words: 
             piece = words.piece_of.get(core)
             if piece is None or piece not in words.neighbours:
                 continue
-            wanted += [(t, c, lead, core, trail, piece) for c in range(config.copies)
-                       if rngs[t][c].random() < config.replace_prob]
+            word_of[t] = (lead, core, trail, piece)
+            wanted += [(t, c) for c in range(config.copies) if rngs[t][c].random() < config.replace_prob]
         if not wanted:
             continue
         if clean:
-            lists = [words.neighbours.neighbour_tokens(w[5]) for w in wanted]
+            lists = [words.neighbours.neighbour_tokens(word_of[t][3]) for t, _ in wanted]
         else:
-            lists = mlm_candidates([copies[t][c][0::2] for t, c, *_ in wanted], [position // 2] * len(wanted))
-        for (t, c, lead, core, trail, _), candidates in zip(wanted, lists, strict=True):
+            lists = mlm_candidates([copies[t][c][0::2] for t, c in wanted], [position // 2] * len(wanted))
+        for (t, c), candidates in zip(wanted, lists, strict=True):
+            lead, core, trail, _ = word_of[t]
             # the table holds whole words only; an MLM callable's answers are checked here
             usable = [w for w in candidates if w.lower() != core.lower()
                       and (clean or _is_clean_word(w, words.specials))][: config.candidates]
