@@ -11,6 +11,7 @@ from matplotlib.image import imread
 
 from compress.errors import CompressError
 from compress.models.accounting import COMPONENTS
+from compress.ownership import MARKER
 from compress.reports.comparison import (
     REQUIRED_METHOD_FIELDS,
     render_directory,
@@ -125,7 +126,8 @@ def test_write_comparison_writes_every_file(comparison, tmp_path):
     written = write_comparison(comparison, tmp_path / "out")
     assert sorted(p.name for p in written) == sorted(FILES)
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
-    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temporary files left
+    # no temporary files left; the one hidden file is the marker that makes the directory ours
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == [MARKER]
     assert json.loads((tmp_path / "out" / "comparison.json").read_text()) == comparison
 
     markdown = (tmp_path / "out" / "comparison.md").read_text()

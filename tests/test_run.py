@@ -10,6 +10,7 @@ from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 from transformers import AutoModelForSequenceClassification
 
 from compress.models.checkpoints import load_encoder
+from compress.ownership import MARKER
 
 COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
           "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8")
@@ -39,7 +40,7 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
-                                              "report.md"}
+                                              "report.md", MARKER}
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
@@ -151,7 +152,8 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     printed = json.loads(done.stdout)
     chained = out.parent / f"{out.name}-int8"
     assert printed["chained"]["directory"] == str(chained)
-    assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md"}
+    assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md",
+                                                  MARKER}
 
     parent = json.loads((out / "metrics.json").read_text())
     metrics = json.loads((chained / "metrics.json").read_text())

@@ -23,6 +23,7 @@ from typing import Any
 
 from compress.bench.contention import BUSY_THRESHOLD
 from compress.errors import CompressError
+from compress.ownership import mark_comparison, read_marker
 from compress.paths import as_ordinary_file, atomic_write_text
 from compress.reports.layers_kept import layer_cells
 from compress.reports.plots import number, pareto_front, pipelines, render_plots, steps_stem
@@ -481,13 +482,21 @@ def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
     """Validate, then write comparison.json, .md, .html and the PNG plots into ``directory``."""
     validate_comparison(comparison)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     plots = render_plots(comparison)  # render everything first: a failure writes nothing
     texts = {
         "comparison.json": json.dumps(comparison, indent=2, ensure_ascii=False) + "\n",
         "comparison.md": render_markdown(comparison),
         "comparison.html": render_html(comparison, plots),
     }
+    names = [*texts, *(f"{stem}.png" for stem in plots)]
+    marker = read_marker(directory)
+    # A new or empty directory becomes ours; one holding a comparison of an older version (no marker) is
+    # rendered into, but nothing in it is deleted.
+    ours = (marker is not None and marker.kind == "comparison") or not directory.is_dir() or \
+        not any(directory.iterdir())
+    directory.mkdir(parents=True, exist_ok=True)
+    if ours:  # listed before they are written, so the marker always covers what is there
+        mark_comparison(directory, names)
     written = []
     for name, text in texts.items():
         atomic_write_text(directory / name, text)
@@ -495,9 +504,10 @@ def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
     for stem, png in plots.items():
         _atomic_write_bytes(directory / f"{stem}.png", png)
         written.append(directory / f"{stem}.png")
-    for stale in directory.glob("steps-*.png"):  # step plots of pipelines no longer compared
-        if stale.stem not in plots:
-            stale.unlink()
+    if ours:  # step plots of pipelines no longer compared, that an earlier comparison wrote here
+        for stale in sorted(set(marker.entries if marker else ()) - set(names)):
+            if re.fullmatch(r"steps-[a-z0-9_-]+\.png", stale):
+                (directory / stale).unlink(missing_ok=True)
     return written
 
 

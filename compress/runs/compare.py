@@ -2,8 +2,11 @@
 
 Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
 
+    .compress.json        the marker that makes it ours (compress.ownership): what compare wrote here
     runs/NAME/            one ordinary run directory per method, and one per step of a pipeline:
-                          runs/distilbert, then runs/distilbert+int8 (which records its parent)
+                          runs/distilbert, then runs/distilbert+int8 (which records its parent);
+                          NAME is the pipeline text, or a slug of it and a digest when the text holds
+                          characters a file name should not (options: albert[sharing=ffn])
     comparison.json       the numbers (a compress.reports.records.Comparison)
     comparison.md/.html   the table, the plots and what each method changed
     *.png                 the plots
@@ -19,8 +22,10 @@ keeping its faster pass at each batch size), so the speed-ups compare like with 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -39,6 +44,7 @@ from compress.methods.registry import Method, Transform, all_methods, format_val
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
+from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
@@ -155,12 +161,48 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     return record if same and record.dataset.fingerprint == split_fingerprint else None
 
 
+def run_dir_name(text: str) -> str:
+    """The directory name of a run inside a comparison's ``runs/``: the pipeline text where it is a plain
+    name (``distilbert+int8``), else a slug of it plus a digest of the whole text, so an option value such
+    as ``init_from=../../x`` can never name a path: ``albert-init_from=..-..-x-1a2b3c4d``."""
+    slug = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9_+=,.-]", "-", text)).strip("-.")[:80]
+    if slug == text:
+        return text
+    return f"{slug or 'run'}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def run_dir_of(out: Path, name: str) -> Path:
+    """``out/runs/DIR`` for the run ``name``, checked to resolve inside ``out/runs`` (a symbolic link planted
+    there cannot send a run elsewhere)."""
+    runs = out / "runs"
+    run_dir = runs / run_dir_name(name)
+    if run_dir.resolve().parent != runs.resolve():
+        raise CompressError(f"the run directory of {name!r} would resolve to {run_dir.resolve()}, outside "
+                            f"{runs.resolve()}; remove that link or choose another --out.")
+    return run_dir
+
+
+def check_out(out: Path, planned: list[PlannedRun]) -> None:
+    """Refuse, before any work, an ``out`` compress may not write in: a file, an existing directory that is
+    not a comparison of ours, or one whose run directories hold something compress did not write."""
+    if out.exists() and not out.is_dir():
+        raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
+    if out.is_dir() and any(out.iterdir()) and (reason := foreign(out, "comparison")) is not None:
+        raise CompressError(f"--out {out.resolve()} is not a comparison compress wrote: it {reason}; choose a new "
+                            "or empty directory.")
+    for step in planned:
+        run_dir = run_dir_of(out, step.name)
+        if run_dir.is_dir() and any(run_dir.iterdir()) and (reason := foreign(run_dir, "run")) is not None:
+            raise CompressError(f"{run_dir.resolve()} is not a run compress wrote: it {reason}; move it away or "
+                                "choose another --out.")
+
+
 def _run_or_reuse(config: CompareConfig, step: PlannedRun, out: Path, parent: tuple[Path, RunRecord, bool] | None,
                   split_fingerprint: str, show_progress: bool = True) -> tuple[Path, RunRecord, bool]:
-    """One run of the comparison, after its parent's: reused when ``out/runs/NAME`` already holds it as
-    this configuration (and the parent as it is now) would make it, else trained (resuming an unfinished
-    one from its checkpoint). Returns its directory, its record and whether it was reused."""
-    run_dir = out / "runs" / step.name
+    """One run of the comparison, after its parent's: reused when its directory under ``out/runs`` already
+    holds it as this configuration (and the parent as it is now) would make it, else trained (resuming an
+    unfinished one from its checkpoint). Returns its directory, its record and whether it was reused."""
+    run_dir = run_dir_of(out, step.name)
     run_config = _run_config(config, step, str(parent[0]) if parent else "teacher", run_dir)
     record = completed_run(run_dir, run_config, split_fingerprint, parent[1].chain if parent else None)
     if record is not None:
@@ -198,10 +240,12 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
         raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
     task = load_task(config.dataset)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
-    if out.exists() and not out.is_dir():
-        raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
+    check_out(out, planned)
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
+        check_out(out, planned)  # again: another process may have written there meanwhile
+        out.mkdir(parents=True, exist_ok=True)
+        mark_comparison(out, ["runs"])
         return _compare(config, planned, task, out, threads, speed_config, say)
 
 

@@ -15,6 +15,7 @@ from compress.data.load import load_task
 from compress.data.task import TaskData
 from compress.distributed import world
 from compress.errors import CompressError
+from compress.ownership import foreign, mark_run, owned
 from compress.paths import atomic_dir, locked, notice
 from compress.reports.records import RunRecord
 from compress.resume import DEFAULT_EVERY
@@ -99,18 +100,12 @@ def out_dir(config: RunConfig, dataset_name: str) -> Path:
     return Path("runs") / f"{config.method}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` holds a run (or a comparison) that compress wrote."""
-    path = Path(path)
-    return ((path / "metrics.json").is_file() and (path / "config.json").is_file()) or \
-        (path / "comparison.json").is_file()
-
-
 def check_out(out: Path, overwrite: bool) -> None:
     """One clear line, before any work, when a run cannot be written to ``out``.
 
-    An existing non-empty directory is replaced only with ``overwrite``, and only when it is a run of
-    ours (never an ordinary directory, the current directory or one of its parents).
+    An existing non-empty directory is replaced only with ``overwrite``, and only when its content says it
+    is a run compress wrote and nobody added to (:mod:`compress.ownership`): never an ordinary directory,
+    a model directory, the current directory or one of its parents.
     """
     if out.exists() and not out.is_dir():
         raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
@@ -127,9 +122,9 @@ def check_out(out: Path, overwrite: bool) -> None:
     if resolved == here or resolved in here.parents:
         raise CompressError(f"--overwrite will not replace {out}: it is the current directory or one of its "
                             "parents; choose another --out.")
-    if not is_run_dir(out):
-        raise CompressError(f"--overwrite replaces only a compress run directory, and {out} holds no "
-                            "metrics.json and config.json; choose another --out.")
+    if (reason := foreign(out, "run")) is not None:
+        raise CompressError(f"--overwrite replaces only a compress run directory (one compress wrote, nothing "
+                            f"added), and {resolved} {reason}; choose another --out.")
 
 
 @contextmanager
@@ -145,8 +140,8 @@ def claimed(out: Path, overwrite: bool) -> Iterator[Path]:
     check_out(out, overwrite)  # a bad path fails with its own reason, not the lock's
     with locked(out, wait=False, what=f"the run {out}"):
         check_out(out, overwrite)  # again: another process may have written it meanwhile
-        if overwrite and is_run_dir(out):
-            notice(f"--overwrite: the run in {out} will be replaced when this one completes.")
+        if overwrite and owned(out, "run"):
+            notice(f"the run in {out.resolve()} will be replaced when this one completes.")
         yield out
 
 
@@ -158,6 +153,7 @@ def run_directory(out: Path) -> Iterator[Path]:
     if world().is_main:
         with atomic_dir(out) as tmp:
             yield tmp
+            mark_run(tmp)  # last: the marker lists every entry the run wrote and its metrics' digest
     else:
         with tempfile.TemporaryDirectory() as tmp:
             yield Path(tmp)

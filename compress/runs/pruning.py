@@ -39,14 +39,13 @@ from compress.models.accounting import count_parameters
 from compress.models.checkpoints import read_config, save_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.paths import atomic_dir
 from compress.prune.curve import SHARES, head_curve, plot_head_curve
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
 from compress.reports.records import ChainStep, RunRecord, SourceRecord
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_run_record
-from compress.runs.config import RunConfig, RunResult
+from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.distillation import distil_stage, measure_models
 from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer, teacher_config
@@ -163,7 +162,7 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
     data = source.data
     reference = source.model.to(device).eval()
     start = time.perf_counter()
-    with atomic_dir(out) as tmp, open(tmp / "log.jsonl", "w") as log:
+    with run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
         batches = scoring_batches(data, options.scoring_examples, config.seed)
         model: Encoder = reference
         first: Keep | None = None

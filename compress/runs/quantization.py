@@ -31,7 +31,6 @@ from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
 from compress.methods.pipeline import Step
 from compress.models.checkpoints import TOKENIZER_FILES
-from compress.paths import atomic_dir
 from compress.quantize.artefacts import (
     QuantMethod,
     artefact_bytes,
@@ -44,7 +43,7 @@ from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, 
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.reports.records import ChainStep, RunRecord, SourceRecord
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, write_run_record
-from compress.runs.config import RunConfig, RunResult
+from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.source import Source, claimed_source
 
 CALIBRATION_EXAMPLES = 256
@@ -103,7 +102,7 @@ def _quantize(config: RunConfig, method: QuantMethod, backend: str, source: Sour
     test_batches = lambda size: source.data.dataloader("test", batch_size=size)  # noqa: E731
 
     start = time.perf_counter()
-    with atomic_dir(out) as tmp:
+    with run_directory(out) as tmp:
         fp32 = TorchPredictor(source.model)
         fp32_logits, labels = predict_batches(fp32, test_batches(BATCHED))  # fp32 ignores padding: any size
         fp32_speed = measure_speed(fp32, source.data, seq_len, speed)

@@ -15,9 +15,8 @@ from pathlib import Path
 from compress.data.batching import tokenize_task
 from compress.device import resolve_device
 from compress.errors import CompressError
-from compress.paths import atomic_dir
 from compress.prune.vocab import check_keep, old_to_new, prune_vocabulary, used_token_ids, vocab_summary
-from compress.runs.config import RunConfig, RunResult
+from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.pruning import write_pruned_run
 from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer
@@ -79,7 +78,7 @@ def _prune_vocab(config: RunConfig, options: VocabOptions, source: Source, out: 
                               "embedding_params_before": summary.embedding_params_before,
                               "embedding_params_after": summary.embedding_params_after,
                               "test_sentences": len(old_test), "test_sentences_tokenized_differently": changed}}
-    with atomic_dir(out) as tmp:
+    with run_directory(out) as tmp:
         record = write_pruned_run(tmp, out, config, source, model, data, new_tokenizer, method="prune-vocab",
                                   stages=[], pruning=pruning, extra_config={"options": asdict(options)},
                                   seconds=time.perf_counter() - start, pipeline=pipeline)
