@@ -224,3 +224,18 @@ def test_a_comparison_marker_lists_what_is_about_to_be_written(tmp_path):
     assert "comparison.md" in foreign(tmp_path, "comparison")
     mark_comparison(tmp_path, ["comparison.md"])
     assert foreign(tmp_path, "comparison") is None
+
+
+def test_save_encoder_refuses_a_directory_that_holds_anything(tmp_path):
+    from helpers import tiny_config
+
+    from compress.models.checkpoints import save_encoder
+    from compress.models.encoder import Encoder
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "precious.txt").write_text("years of work")
+    with pytest.raises(CompressError, match="already exists"):
+        save_encoder(Encoder(tiny_config()), tmp_path / "mine")
+    assert (tmp_path / "mine" / "precious.txt").read_text() == "years of work"
+    (tmp_path / "empty").mkdir()
+    assert save_encoder(Encoder(tiny_config()), tmp_path / "empty") == "bert"  # an empty one is written to

@@ -220,16 +220,21 @@ def save_encoder(
     tokenizer: Any | None = None,
     label_names: list[str] | None = None,
 ) -> str:
-    """Write ``model`` to ``out_dir`` (atomically) and return the layout used.
+    """Write ``model`` to a new directory ``out_dir`` (atomically) and return the layout used; an existing
+    non-empty ``out_dir`` is refused, never replaced.
 
     ``"bert"`` (E == H, no sharing) and ``"albert"`` (all-shared) directories load in
     ``transformers.AutoModelForSequenceClassification``; any other shape is written as
     ``"compress"``: safetensors in our names + ``compress_config.json``.
     """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise CompressError(f"{out_dir} already exists and is not empty; save_encoder writes a new directory and "
+                            "replaces nothing.")
     config = model.config
     layout = hf_layout(config) or "compress"
     state = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
-    with atomic_dir(Path(out_dir)) as tmp:
+    with atomic_dir(out_dir) as tmp:
         if layout == "compress":
             save_file({k: v.contiguous() for k, v in state.items()}, tmp / "model.safetensors")
             meta = {"format": "compress-encoder", "version": FORMAT_VERSION,
