@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from compress.errors import CompressError
 from compress.models.accounting import COMPONENTS
 from compress.ownership import MARKER
 from compress.reports.comparison import (
+    HEADERS,
     REQUIRED_METHOD_FIELDS,
     render_directory,
     render_markdown,
@@ -239,3 +241,47 @@ def test_a_busy_machine_during_the_speed_measurement_is_said_in_the_report(compa
     busy = render_markdown(comparison | {"speed": {"other_cpus": 1.3}})
     assert "CPUs busy" not in quiet and "CPUs busy" not in render_markdown(comparison)
     assert "other processes kept 1.3 CPUs busy while speed was measured" in busy
+
+
+def _with_long_labels(comparison: dict) -> dict:
+    """The default set's pipelines, whose labels ran the results table off a 1300-pixel screen."""
+    label = "DistilBERT (half the layers) → structured pruning (heads, FFN, layers) → dynamic int8"
+    comparison["methods"] += [_method("distilbert+prune+int8", label, "pipeline", 9_100_000, 0.797, 1.1, 0.5),
+                              _method("albert[sharing=attention]+int8", "ALBERT (E=128, one block shared by all "
+                                      "layers) → dynamic int8", "pipeline", 5_940_000, 0.79, 5.0, 0.26)]
+    return comparison
+
+
+def test_every_column_of_the_results_table_is_on_screen_at_1300_pixels(comparison, tmp_path):
+    write_comparison(_with_long_labels(comparison), tmp_path)
+    with chromium_page(tmp_path / "comparison.html") as (page, _):
+        page.set_viewport_size({"width": 1300, "height": 900})
+        wrap = page.evaluate("() => { const w = document.querySelector('#comparison').parentElement;"
+                             " return [w.scrollWidth, w.clientWidth]; }")
+        assert wrap[0] <= wrap[1], wrap                   # no horizontal scroll bar
+        right = page.evaluate("() => [...document.querySelectorAll('#comparison thead th')]"
+                              ".map(th => th.getBoundingClientRect().right)")
+        assert len(right) == len(HEADERS) and max(right) <= 1300, right
+        link = page.locator('table#comparison a[href="#method-distilbert-prune-int8"]')
+        assert link.inner_text() == "distilbert+prune+int8"
+        assert link.get_attribute("title").startswith("DistilBERT (half the layers) → structured pruning")
+
+
+def test_the_summary_table_keeps_its_headers_and_numbers_whole_without_a_terminal(comparison):
+    from rich.console import Console
+
+    from compress.cli.compare import _table
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(_table(_with_long_labels(comparison)))
+    text = console.export_text()
+    for header in ("params", "accuracy", "retention", "latency ms", "speed-up"):
+        assert header in text
+    assert "…" not in text and "11.18x" in text
+
+
+def test_the_component_plot_names_each_bar_as_the_table_does(comparison):
+    from compress.reports.plots import _component_rows
+
+    labels = [label for label, _ in _component_rows(_with_long_labels(comparison))]
+    assert labels == ["teacher (minilm)", *(m["method"] for m in comparison["methods"])]

@@ -59,18 +59,30 @@ def compare(
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
 
 
+def _cells(model: dict, speedup: float | None) -> list[str]:
+    """A model's numbers as the summary prints them; one not measured is "–"."""
+    def cell(value: float | None, form: str, scale: float = 1.0, suffix: str = "") -> str:
+        return "–" if value is None else f"{value / scale:{form}}{suffix}"
+
+    return [cell(model.get("params"), ".1f", 1e6, "M"), cell(model.get("size_bytes"), ".1f", 1e6),
+            cell(model.get("accuracy"), ".1%"), cell(model.get("retention"), ".1%"),
+            cell(model.get("latency_ms_p50"), ".1f"), cell(speedup, ".2f", suffix="x")]
+
+
 def _table(comparison: dict) -> Table:
     t = comparison["teacher"]
     table = Table(title=f"{t['name']} on {comparison['dataset']['name']}: {comparison['threads']} threads, "
                         f"{comparison['seq_len']} tokens", title_justify="left")
-    for name in ("method", "params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
-        table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
-    table.add_row("teacher", f"{t['params'] / 1e6:.1f}M", f"{t['size_bytes'] / 1e6:.1f}", f"{t['accuracy']:.1%}",
-                  "", f"{t['latency_ms_p50']:.1f}", "1.00x")
+    # The numbers never shrink (a narrow or absent terminal truncated them to "accura…"); a long method name
+    # folds onto more lines instead.
+    table.add_column("method", overflow="fold", ratio=1)
+    for name in ("params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    teacher = _cells(t, speedup=1.0)
+    teacher[3] = ""  # the teacher is the reference the retention of the others is taken against
+    table.add_row("teacher", *teacher)
     for m in comparison["methods"]:
-        table.add_row(escape(m["method"]), f"{m['params'] / 1e6:.1f}M", f"{m['size_bytes'] / 1e6:.1f}",
-                      f"{m['accuracy']:.1%}", f"{m['retention']:.1%}", f"{m['latency_ms_p50']:.1f}",
-                      f"{m['speedup']:.2f}x")
+        table.add_row(escape(m["method"]), *_cells(m, m.get("speedup")))
     return table
 
 

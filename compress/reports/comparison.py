@@ -135,6 +135,7 @@ class Row:
     name: str
     anchor: str | None
     cells: list[str]
+    short: str | None = None   # the page's name for it (``distilbert+prune+int8``); ``name`` shows on hover
 
 
 def _anchors(methods: list[dict[str, Any]]) -> list[str]:
@@ -187,8 +188,9 @@ def _rows(comparison: dict[str, Any]) -> list[Row]:
         rows.append(Row(f"teacher: {teacher.get('name', '?')}", None, _number_cells(teacher, retention, speedup)))
     methods = comparison["methods"]
     for method, anchor in zip(methods, _anchors(methods)):
+        short = str(method["method"]) + (" ⚠" if method.get("note") else "")
         rows.append(Row(_display_name(method), anchor,
-                        _number_cells(method, method.get("retention"), method.get("speedup"))))
+                        _number_cells(method, method.get("retention"), method.get("speedup")), short))
     return rows
 
 
@@ -365,8 +367,10 @@ def _html_table(rows: list[Row], headers: tuple[str, ...] = HEADERS, css_class: 
     head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in headers)
     body = []
     for row in rows:
-        name = html.escape(row.name)
-        first = f'<a href="#{row.anchor}">{name}</a>' if row.anchor else name
+        # The short name keeps the numbers on screen; the long label shows on hover and in the row's section.
+        name = html.escape(row.short or row.name)
+        hover = f' title="{html.escape(row.name)}"' if row.short and row.short != row.name else ""
+        first = f'<a href="#{row.anchor}"{hover}>{name}</a>' if row.anchor else name
         cells = "".join(f'<td class="num">{html.escape(c)}</td>' for c in row.cells)
         css = "" if row.anchor else ' class="teacher"'
         body.append(f'<tr{css}><th scope="row">{first}</th>{cells}</tr>')

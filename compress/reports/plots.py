@@ -295,7 +295,8 @@ def _component_rows(comparison: dict[str, Any]) -> list[tuple[str, dict[str, flo
     teacher = comparison.get("teacher")
     if isinstance(teacher, dict):
         rows.append((f"teacher ({teacher.get('name', '?')})", teacher))
-    rows += [(str(m.get("label") or m.get("method", "?")), m) for m in comparison.get("methods") or []]
+    # The short names the results table shows: long labels squeezed the bars and pushed the title off the figure.
+    rows += [(str(m.get("method") or m.get("label") or "?"), m) for m in comparison.get("methods") or []]
     out = []
     for label, model in rows:
         parts = model.get("params_by_component")
@@ -326,7 +327,7 @@ def params_by_component_png(comparison: dict[str, Any]) -> bytes:
         ax.text(0.5, 0.5, "no model has a parameter breakdown", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_xlabel("parameters (millions)")
-    ax.set_title("Parameters by component (bar totals include the classifier)")
+    fig.suptitle("Parameters by component (bar totals include the classifier)")  # centred on the figure
     ax.grid(True, axis="x", color="#e5e5e5", linewidth=0.8)
     ax.set_axisbelow(True)
     if used:
