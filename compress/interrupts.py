@@ -21,10 +21,15 @@ class Interrupted(BaseException):
         self.what = "interrupted" if signum == signal.SIGINT else "terminated"
 
 
-def _raise(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal module's signature
-    # A second Ctrl-C must not cut the clean-up short: the first one is already unwinding the stack.
+def ignore_further() -> None:
+    """Ignore SIGINT and SIGTERM from now on: a second Ctrl-C must not cut the clean-up (and its one line)
+    short, the first one is already unwinding the stack."""
     for other in (signal.SIGINT, signal.SIGTERM):
         signal.signal(other, signal.SIG_IGN)
+
+
+def _raise(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal module's signature
+    ignore_further()
     raise Interrupted(signum)
 
 

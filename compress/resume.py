@@ -28,9 +28,9 @@ import torch
 
 from compress.distributed import world
 from compress.paths import atomic_file, cache_dir, notice
+from compress.train_config import DEFAULT_EVERY
 
 FORMAT = 1
-DEFAULT_EVERY = 500   # steps between checkpoints, besides every epoch end
 
 
 @dataclass

@@ -29,48 +29,16 @@ from compress.distributed import World, all_gather, all_sum, average_gradients, 
 from compress.errors import CompressError
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
+from compress.train_config import PRECISION_NAMES, TrainConfig
 
 Batch = dict[str, torch.Tensor]
 # A loss function returns the loss to minimise and its named parts (floats, for the log).
 LossFn = Callable[[nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]]
 
 
-@dataclass
-class TrainConfig:
-    """Hyper-parameters of one training stage."""
-
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 5e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    seed: int = 13
-    patience: int | None = None      # stop after this many epochs without a better dev score
-    eval_batch_size: int = 128
-    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
-    layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
-    precision: str = "fp32"          # fp32, or bf16 / fp16 autocast for the forward pass (see PRECISIONS)
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}.")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be a positive integer, got {self.patience}.")
-        if not 0 < self.layer_decay <= 1:
-            raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
-        if self.metric not in ("accuracy", "macro_f1", "loss"):
-            raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
-
-
 # Training precision: the forward pass under torch.autocast in this dtype; weights, optimizer state and
 # gradients stay fp32. fp16 needs loss scaling (torch.amp.GradScaler), which compress does on CUDA only.
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = dict(zip(PRECISION_NAMES, (None, torch.bfloat16, torch.float16), strict=True))
 
 
 def slow_bf16_warning(precision: str, device: torch.device) -> str | None:

@@ -4,21 +4,11 @@ Numbers about speed mean little without the machine, thread count and versions b
 so every measurement is meant to be stored next to a :func:`manifest`.
 """
 
-from compress.bench.machine import cpu_features, cpu_model, git_commit, git_dirty, manifest, package_versions
-from compress.bench.memory import peak_memory_bytes, rss_bytes
-from compress.bench.timing import Timing, default_threads, fixed_threads, time_call
+from compress._lazy import exports
 
-__all__ = [
-    "Timing",
-    "cpu_features",
-    "cpu_model",
-    "default_threads",
-    "fixed_threads",
-    "git_commit",
-    "git_dirty",
-    "manifest",
-    "package_versions",
-    "peak_memory_bytes",
-    "rss_bytes",
-    "time_call",
-]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "machine": ["cpu_features", "cpu_model", "git_commit", "git_dirty", "manifest", "package_versions"],
+    "memory": ["peak_memory_bytes", "rss_bytes"],
+    "timing": ["Timing", "default_threads", "fixed_threads", "time_call"],
+})

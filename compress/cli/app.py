@@ -3,51 +3,79 @@
 Every error the library raises as :class:`compress.errors.CompressError` is printed as one
 line on stderr with a non-zero exit code; unexpected errors too, unless ``COMPRESS_DEBUG=1``
 asks for the traceback.
+
+Start-up is kept short, and safe to interrupt: this module imports nothing but the signal handling, so
+:func:`main` installs it before anything else is imported (a Ctrl-C during the imports is one line and
+exit 130, not a traceback); the commands import the library (torch, datasets, transformers) only when they
+run, so ``--help`` and usage errors answer in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-import typer
-from rich.markup import escape
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from compress import interrupts
-from compress.cli import compare as compare_cli
-from compress.cli import data as data_cli
-from compress.cli import explain as explain_cli
-from compress.cli import pretrain as pretrain_cli
-from compress.cli import run as run_cli
-from compress.cli import teachers as teachers_cli
-from compress.cli.common import err_console
-from compress.errors import CompressError
-from compress.paths import committed
 
-app = typer.Typer(
-    name="compress",
-    help="Build compressed students of a BERT-family teacher and compare them.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(teachers_cli.app, name="teachers")
-# `compress teacher finetune` reads better for the one-teacher commands; both names work.
-app.add_typer(teachers_cli.app, name="teacher", hidden=True)
-app.add_typer(data_cli.app, name="data")
-app.command("run")(run_cli.run)
-app.command("explain")(explain_cli.explain)
-app.command("compare")(compare_cli.compare)
-app.command("pretrain")(pretrain_cli.pretrain)
-app.command("report")(compare_cli.report)
+if TYPE_CHECKING:
+    import typer
+
+
+@cache
+def build_app() -> typer.Typer:
+    """The typer application with every command (imports typer, rich and the command modules)."""
+    import typer
+
+    from compress.cli import compare as compare_cli
+    from compress.cli import data as data_cli
+    from compress.cli import explain as explain_cli
+    from compress.cli import pretrain as pretrain_cli
+    from compress.cli import run as run_cli
+    from compress.cli import teachers as teachers_cli
+
+    app = typer.Typer(
+        name="compress",
+        help="Build compressed students of a BERT-family teacher and compare them.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.add_typer(teachers_cli.app, name="teachers")
+    # `compress teacher finetune` reads better for the one-teacher commands; both names work.
+    app.add_typer(teachers_cli.app, name="teacher", hidden=True)
+    app.add_typer(data_cli.app, name="data")
+    app.command("run")(run_cli.run)
+    app.command("explain")(explain_cli.explain)
+    app.command("compare")(compare_cli.compare)
+    app.command("pretrain")(pretrain_cli.pretrain)
+    app.command("report")(compare_cli.report)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``compress.cli.app.app``, built when first asked for."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fail(message: str, code: int) -> None:
+    try:
+        from rich.markup import escape
+
+        from compress.cli.common import err_console
+    except Exception:  # noqa: BLE001 - a Ctrl-C cut an import of rich short: the line still goes out, plain
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(code)
     err_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
 def _interrupted(what: str) -> str:
+    from compress.paths import committed
+
     kept = committed()
     if not kept:
         return f"{what}; nothing was written."
@@ -67,18 +95,33 @@ def main() -> None:
     0 done; 1 a check that ran and failed (``teachers verify``) or an unexpected error; 2 bad input
     (usage, values, files); 130 Ctrl-C; 143 SIGTERM.
     """
-    interrupts.install()
     try:
-        code = app(standalone_mode=False)
+        interrupts.install()  # first: a Ctrl-C from here on is one line, even during the imports below
+        _main()
+    except interrupts.Interrupted as e:
+        # The handler now ignores further signals, so the line below cannot be cut short by a second Ctrl-C.
+        _fail(_interrupted(e.what), e.exit_code)
+    except KeyboardInterrupt:  # Python's own handler, before ours was in place
+        interrupts.ignore_further()
+        _fail(_interrupted("interrupted"), 130)
+
+
+def _main() -> None:
+    import typer
+
+    from compress.errors import CompressError
+
+    try:
+        code = build_app()(standalone_mode=False)
     except CompressError as e:
         _fail(str(e), e.exit_code)
-    except interrupts.Interrupted as e:
-        _fail(_interrupted(e.what), e.exit_code)
     except typer.Exit as e:  # raised by commands that end early on purpose
         sys.exit(e.exit_code)
     except typer.Abort:
         _fail("aborted.", 130)
     except typer.TyperException as e:  # typer's own click: usage errors (exit 2) and the like
+        if not e.format_message():  # a group called without its command: the help was its answer
+            sys.exit(getattr(e, "exit_code", 2))
         _fail(_usage(e), getattr(e, "exit_code", 2))
     except Exception as e:  # noqa: BLE001 - the last line of defence for the user
         if os.environ.get("COMPRESS_DEBUG") == "1":

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from compress.errors import CompressError
-from compress.teachers.finetune import FinetuneConfig
+from compress.train_config import FinetuneConfig
 
 console = Console()
 err_console = Console(stderr=True)

@@ -17,9 +17,10 @@ def compare(
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    # Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
     methods: str | None = typer.Option(
         None, help="Comma-separated methods and pipelines, e.g. distilbert,distilbert+int8,"
-                   "albert[sharing=attention]+int8 (default: every method this CPU runs well, and each "
+                   "albert\\[sharing=attention]+int8 (default: every method this CPU runs well, and each "
                    "student followed by int8)."),
     out: str | None = typer.Option(None, help="Comparison directory (default: runs/compare-TEACHER-DATASET)."),
     epochs: int | None = typer.Option(None, help="Epochs of every student's stages (default: each method's)."),

@@ -8,7 +8,6 @@ import typer
 from rich.table import Table
 
 from compress.cli.common import console, print_json
-from compress.data.batching import PERCENTILES
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -70,6 +69,8 @@ def show(
 
 
 def _print_description(info: dict[str, Any]) -> None:
+    from compress.data.batching import PERCENTILES
+
     split = info["split"]
     recipe = split["method"]
     console.print(f"[bold]{info['name']}[/]  {info['source']}", highlight=False, soft_wrap=True)

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from compress.cli.common import console, print_json
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
-from compress.models.accounting import COMPONENTS
 from compress.reports.explain import DEFAULT_SEQ_LEN, topics
 from compress.reports.explain import explain as explain_method
 from compress.teachers.registry import DEFAULT_TEACHER
@@ -21,6 +20,8 @@ def _m(n: int) -> str:
 
 
 def _side_by_side(data: dict[str, Any]) -> Table:
+    from compress.models.accounting import COMPONENTS
+
     teacher, student = data["teacher"], data["student"]
     table = Table(title=f"{data['method']}: teacher {teacher['name']} vs student", title_justify="left")
     table.add_column("component")
@@ -99,9 +100,10 @@ def _explain(*, method: str, teacher: str, seq_len: int, as_json: bool, set_: li
         _render(item)
 
 
+# Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
 explain = with_method_flags(_explain, [
     ("method", str, typer.Argument("all", help=f"One of {', '.join(topics())} (or any method, with options in "
-                                   "brackets: albert[sharing=attention]), or all.")),
+                                   "brackets: albert\\[sharing=attention]), or all.")),
     ("teacher", str, typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                   help="Teacher alias, local checkpoint directory or hub id.")),
     ("seq_len", int, typer.Option(DEFAULT_SEQ_LEN, "--seq-len", help="Sequence length for FLOPs.")),

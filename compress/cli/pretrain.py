@@ -9,10 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compress.cli.common import console, print_json
-from compress.pretrain import OBJECTIVES, PretrainConfig
-from compress.pretrain import pretrain as run_pretrain
-from compress.pretrain.downstream import DownstreamConfig, check_datasets, downstream
-from compress.pretrain.run import PAPER_TABLE5
+from compress.pretrain.config import OBJECTIVES, PAPER_TABLE5, DownstreamConfig, PretrainConfig
 
 D = PretrainConfig()
 DD = DownstreamConfig()
@@ -48,6 +45,9 @@ def pretrain(
 ) -> None:
     """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
     held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
+    from compress.pretrain.downstream import check_datasets, downstream
+    from compress.pretrain.run import pretrain as run_pretrain
+
     objectives = list(OBJECTIVES) if objective == "all" else [objective]
     configs = [PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
                               embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,

@@ -17,9 +17,8 @@ from compress.data.named import DEFAULT_DATASET
 from compress.methods.registry import names
 from compress.models.config import EncoderConfig
 from compress.reports.records import RunRecord
-from compress.reports.run_record import batched_change
-from compress.resume import DEFAULT_EVERY
 from compress.teachers.registry import DEFAULT_TEACHER
+from compress.train_config import DEFAULT_EVERY
 
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
@@ -28,9 +27,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
          checkpoint_every: int, **flags: Any) -> None:
-    """Train a student (albert, distilbert, tinybert) or transform a model (int8, static-int8, bf16, fp16, onnx),
-    or both in a pipeline (distilbert+int8, or --then int8), evaluate against the fine-tuned teacher, and write
-    a run directory per step."""
+    """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
+    methods from the registry."""
     from compress.runs.config import RunConfig
     from compress.runs.pipeline import run as run_method
 
@@ -62,9 +60,10 @@ def _printed(result) -> dict[str, Any]:
 
 def _settings() -> list[tuple[str, Any, Any]]:
     O = typer.Option  # noqa: N806, E741
+    # Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
     common: list[tuple[str, Any, Any]] = [
         ("method", str, typer.Argument(..., help=f"One of {', '.join(names())}, or a pipeline: "
-                                       "distilbert+int8, albert[sharing=attention,embedding_size=256]+int8.")),
+                                       "distilbert+int8, albert\\[sharing=attention,embedding_size=256]+int8.")),
         ("teacher", str, O(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id.")),
         ("dataset", str, O(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG].")),
         ("text_column", str | None, O(None, help="Text column of a file dataset.")),
@@ -100,10 +99,20 @@ def _settings() -> list[tuple[str, Any, Any]]:
     return common
 
 
+def _help() -> str:
+    """`compress run --help`'s first paragraph; the methods come from the registry, so none is left out."""
+    return (f"Train a student ({', '.join(names('student'))}) or transform a model ({', '.join(names('transform'))}), "
+            "or both in a pipeline (distilbert+int8, or --then int8), evaluate against the fine-tuned teacher, and "
+            "write a run directory per step.")
+
+
 run = with_method_flags(_run, _settings())
+run.__doc__ = _help()
 
 
 def _summary(record: RunRecord, directory) -> None:
+    from compress.reports.run_record import batched_change
+
     t, s = record.teacher, record.student
     what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(

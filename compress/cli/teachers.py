@@ -8,9 +8,8 @@ from rich.table import Table
 from compress.cli.common import console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.errors import CompressError
-from compress.models.accounting import count_parameters
-from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER, TEACHERS, weights_available
+from compress.train_config import FinetuneConfig
 
 app = typer.Typer(help="Teachers: list the aliases, verify a checkpoint, fine-tune on a task.",
                   invoke_without_command=True)
@@ -24,6 +23,8 @@ def list_teachers(ctx: typer.Context,
     """List the teacher aliases, their architecture, parameters and whether the weights are here."""
     if ctx.invoked_subcommand is not None:
         return
+    from compress.models.accounting import count_parameters
+
     rows = []
     for spec in TEACHERS.values():
         c = spec.config

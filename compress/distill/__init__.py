@@ -6,37 +6,11 @@ distillation and augmentation live with TinyBERT (:mod:`compress.students.tinybe
 ``__init__`` only re-exports the losses and layer maps, so importing it stays cheap.
 """
 
-from compress.distill.layer_maps import LAYER_MAP_KINDS, LayerMap, teacher_blocks, teacher_layers
-from compress.distill.losses import (
-    LOSSES,
-    LossSpec,
-    attention_kl,
-    attention_mse,
-    cosine_hidden,
-    embedding_mse,
-    get_loss,
-    hard_ce,
-    hidden_mse,
-    kd_kl,
-    make_projection,
-    soft_ce,
-)
+from compress._lazy import exports
 
-__all__ = [
-    "LAYER_MAP_KINDS",
-    "LOSSES",
-    "LayerMap",
-    "LossSpec",
-    "attention_kl",
-    "attention_mse",
-    "cosine_hidden",
-    "embedding_mse",
-    "get_loss",
-    "hard_ce",
-    "hidden_mse",
-    "kd_kl",
-    "make_projection",
-    "soft_ce",
-    "teacher_blocks",
-    "teacher_layers",
-]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "layer_maps": ["LAYER_MAP_KINDS", "LayerMap", "teacher_blocks", "teacher_layers"],
+    "losses": ["LOSSES", "LossSpec", "attention_kl", "attention_mse", "cosine_hidden", "embedding_mse", "get_loss",
+        "hard_ce", "hidden_mse", "kd_kl", "make_projection", "soft_ce"],
+})

@@ -1,8 +1,9 @@
 """The compression methods: one module per method, found and listed by :mod:`compress.methods.registry`.
 
-A student method (``albert``, ``distilbert``, ``tinybert``) trains a new encoder from a teacher; a
-transform (``int8``, ``static-int8``, ``bf16``, ``fp16``, ``onnx``) changes a given model. Pipelines of
-them (``distilbert+int8``) are parsed by :mod:`compress.methods.pipeline`.
+A student method (ALBERT, DistilBERT, TinyBERT, ...) trains a new encoder from a teacher; a transform
+(quantization, pruning, ...) changes a given model. The methods are listed by the registry, not here, so
+the list cannot drift: ``names("student")`` and ``names("transform")``, or ``compress run --help``.
+Pipelines of them (``distilbert+int8``) are parsed by :mod:`compress.methods.pipeline`.
 """
 
 from compress.methods.registry import (

@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compress.bench.machine import cpu_features
 from compress.errors import CompressError
 from compress.methods.registry import Transform, all_methods, register
 from compress.models.config import EncoderConfig
-from compress.quantize.artefacts import QuantMethod
-from compress.quantize.torch_backend import HALF_DTYPES, half_available
-from compress.reports.footprint import footprint, side_by_side
-from compress.runs.quantization import check_quantization, quantize_run
+from compress.quantize.formats import QuantMethod
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
 
 
 @dataclass
@@ -33,6 +32,8 @@ class Quantization(Transform):
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+    from compress.reports.footprint import footprint, side_by_side
+
     teacher = footprint(tc, seq_len)
     int8 = footprint(tc, seq_len, weight_bytes=1.0, linear_only=True)
     bf16 = footprint(tc, seq_len, weight_bytes=2.0)
@@ -59,14 +60,28 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     """Declare and register one quantization method. A half-precision one is compared by default only
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32)."""
     fmt = QuantMethod(name, dtype, backends, summary, calibrated)
-    in_compare = (lambda: half_available(dtype, cpu_features()) is None) if dtype in HALF_DTYPES else lambda: True
+
+    def in_compare() -> bool:
+        from compress.bench.machine import cpu_features
+        from compress.quantize.torch_backend import HALF_DTYPES, half_available
+
+        return dtype not in HALF_DTYPES or half_available(dtype, cpu_features()) is None
+
+    def check(config: Any, options: QuantOptions) -> None:
+        from compress.runs.quantization import check_quantization
+
+        check_quantization(config, fmt, options.backend)
+
+    def run(config: Any, options: QuantOptions, show_progress: bool, pipeline: str | None) -> Any:
+        from compress.runs.quantization import quantize_run
+
+        return quantize_run(config, fmt, options.backend, show_progress, pipeline)
+
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
         why=why, explain=explain, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students,
-        check=lambda config, options: check_quantization(config, fmt, options.backend) and None,
-        run=lambda config, options, show_progress, pipeline: quantize_run(config, fmt, options.backend,
-                                                                           show_progress, pipeline),
+        check=check, run=run,
     ))
 
 

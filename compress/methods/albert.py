@@ -7,17 +7,18 @@ Engines: the shape and initialisation in :mod:`compress.students.albert`, the re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compress.data.batching import TokenizedTask
-from compress.distill.recipes import albert_recipe
 from compress.methods.registry import Preparation, StudentMethod, register
-from compress.models.accounting import count_parameters
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
-from compress.reports.footprint import footprint, side_by_side
 from compress.students.albert import AlbertOptions, albert_config, build_albert, student_config
-from compress.students.tinybert.augment import augmented_for
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
+if TYPE_CHECKING:
+    from compress.data.batching import TokenizedTask
+    from compress.distill.recipe import Recipe
 
 WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
        "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
@@ -30,6 +31,9 @@ SHARINGS = ("all", "attention", "ffn", "none")
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) -> dict[str, Any]:
+    from compress.models.accounting import count_parameters
+    from compress.reports.footprint import footprint, side_by_side
+
     sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     v, e, h, layers = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
@@ -75,7 +79,15 @@ def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data, when the options ask for it: replacements from the teacher's word-embedding
     neighbours, as measured on MR, not from a masked-LM head (with BERT-large one forward pass per replaced
     word would take hours on a CPU before the first step)."""
+    from compress.students.tinybert.augment import augmented_for
+
     return augmented_for(run, options.augment_copies, masked_lm=False)
+
+
+def recipe(options: AlbertOptions) -> Recipe:
+    from compress.distill.recipes import albert_recipe
+
+    return albert_recipe(hidden_loss=options.hidden_loss, intermediate_epochs=options.intermediate_epochs)
 
 
 METHOD = register(StudentMethod(
@@ -84,6 +96,5 @@ METHOD = register(StudentMethod(
     summary="factorized embedding + cross-layer sharing, distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
-    build=build_albert, prepare=prepare, recipe=lambda o: albert_recipe(hidden_loss=o.hidden_loss,
-                                                       intermediate_epochs=o.intermediate_epochs),
+    build=build_albert, prepare=prepare, recipe=recipe,
 ))

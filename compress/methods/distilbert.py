@@ -6,19 +6,24 @@ Engines: :mod:`compress.students.distilbert` and :func:`compress.distill.recipes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compress.distill.recipes import distilbert_recipe
 from compress.methods.registry import StudentMethod, register
 from compress.models.config import EncoderConfig
-from compress.reports.footprint import footprint, side_by_side
 from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
+if TYPE_CHECKING:
+    from compress.distill.recipe import Recipe
 
 WHY = ("Fewer layers cut parameters and FLOPs of the encoder alike; the embedding table is untouched, "
        "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.")
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptions) -> dict[str, Any]:
+    from compress.reports.footprint import footprint, side_by_side
+
     sc = distilbert_config(tc, options.num_layers)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     formula = [
@@ -34,10 +39,16 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptio
     return side_by_side("distilbert", name, teacher, student, formula, notes)
 
 
+def recipe(options: DistilBertOptions) -> Recipe:
+    from compress.distill.recipes import distilbert_recipe
+
+    return distilbert_recipe()
+
+
 METHOD = register(StudentMethod(
     name="distilbert", rank=20, family="distillation", label="DistilBERT (half the layers)",
     summary="every other teacher layer, soft targets + gold labels + cosine",
     options=DistilBertOptions, why=WHY, explain=explain,
     student_config=lambda t, o: distilbert_config(t, o.num_layers), build=build_distilbert,
-    recipe=lambda o: distilbert_recipe(),
+    recipe=recipe,
 ))

@@ -6,12 +6,16 @@ Engines: :mod:`compress.prune` (scores, selection, slicing) and :mod:`compress.r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compress.methods.registry import Transform, register
 from compress.models.config import EncoderConfig
-from compress.reports.footprint import footprint, side_by_side
-from compress.runs.pruning import PruneOptions, check_layers, check_pruning, prune_run
+from compress.prune.options import PruneOptions
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
+if TYPE_CHECKING:
+    from compress.runs.config import RunConfig, RunResult
 
 WHY = ("Pruning removes whole heads and FFN neurons, so the model that is left is smaller and dense: "
        "parameters fall by {params:.2f}x and FLOPs by {flops:.2f}x ({size:.2f}x fewer bytes). The embedding "
@@ -27,6 +31,8 @@ def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_la
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -> dict[str, Any]:
+    from compress.reports.footprint import footprint, side_by_side
+
     sc = uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     h, d, f, n = tc.hidden_size, tc.head_size, tc.ffn_size, seq_len
@@ -53,10 +59,27 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -
     return side_by_side("prune", name, teacher, student, formula, notes)
 
 
+def check(config: RunConfig, options: PruneOptions) -> None:
+    from compress.runs.pruning import check_pruning
+
+    check_pruning(config, options)
+
+
+def check_input(options: PruneOptions, shape: EncoderConfig) -> None:
+    from compress.runs.pruning import check_layers
+
+    check_layers(options, shape)
+
+
+def run(config: RunConfig, options: PruneOptions, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
+    from compress.runs.pruning import prune_run
+
+    return prune_run(config, options, show_progress, pipeline)
+
+
 METHOD = register(Transform(
     name="prune", rank=90, family="pruning", label="structured pruning (heads, FFN, layers)",
     summary="importance-scored removal of heads, FFN neurons and layers, recovered by distillation",
     options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
-    check=check_pruning, check_input=check_layers,
-    run=prune_run,
+    check=check, check_input=check_input, run=run,
 ))

@@ -6,12 +6,16 @@ Engines: :mod:`compress.prune.vocab` (ids, the smaller table, the renumbered tok
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compress.methods.registry import Transform, register
 from compress.models.config import EncoderConfig
-from compress.reports.footprint import footprint, side_by_side
-from compress.runs.vocab_pruning import VocabOptions, check_vocab_pruning, vocab_prune_run
+from compress.prune.options import VocabOptions
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
+if TYPE_CHECKING:
+    from compress.runs.config import RunConfig, RunResult
 
 WHY = ("Vocabulary pruning shrinks the token-embedding table to the tokens the task uses: parameters fall by "
        "{params:.2f}x and bytes by {size:.2f}x, FLOPs not at all ({flops:.2f}x): looking a token up in a "
@@ -22,6 +26,8 @@ ILLUSTRATION_KEPT = 12_793
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+    from compress.reports.footprint import footprint, side_by_side
+
     kept = min(ILLUSTRATION_KEPT, tc.vocab_size)
     sc = tc.replace(vocab_size=kept)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
@@ -39,9 +45,21 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> 
     return side_by_side("prune-vocab", name, teacher, student, formula, notes)
 
 
+def check(config: RunConfig, options: VocabOptions) -> None:
+    from compress.runs.vocab_pruning import check_vocab_pruning
+
+    check_vocab_pruning(config, options)
+
+
+def run(config: RunConfig, options: VocabOptions, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
+    from compress.runs.vocab_pruning import vocab_prune_run
+
+    return vocab_prune_run(config, options, show_progress, pipeline)
+
+
 METHOD = register(Transform(
     name="prune-vocab", rank=95, family="pruning", label="vocabulary pruning",
     summary="the token-embedding rows of the tokens the training text uses, renumbered",
     options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
-    check=check_vocab_pruning, run=vocab_prune_run,
+    check=check, run=run,
 ))

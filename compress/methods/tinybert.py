@@ -8,16 +8,17 @@ Engines: :mod:`compress.students.tinybert`, :func:`compress.distill.recipes.tiny
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compress.data.batching import TokenizedTask
-from compress.distill.recipes import tinybert_recipe
 from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig
-from compress.reports.footprint import footprint, side_by_side
 from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
-from compress.students.tinybert.augment import augmented_for
-from compress.students.tinybert.general import general_distillation
+
+# What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
+# every method module for `compress --help`, which needs only names, options and sentences.
+if TYPE_CHECKING:
+    from compress.data.batching import TokenizedTask
+    from compress.distill.recipe import Recipe
 
 WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
        "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).")
@@ -25,6 +26,9 @@ WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x 
 
 def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data and a general-distilled starting point, when the options ask for them."""
+    from compress.students.tinybert.augment import augmented_for
+    from compress.students.tinybert.general import general_distillation
+
     data = augmented_for(run, options.augment_copies)
     if options.general_distillation and not options.init_from:
         options.init_from = str(general_distillation(run.teacher, run.student_shape, device=run.device,
@@ -33,6 +37,8 @@ def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions) -> dict[str, Any]:
+    from compress.reports.footprint import footprint, side_by_side
+
     sc = tinybert_config(tc, options)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     formula = [
@@ -49,9 +55,15 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions
     return side_by_side("tinybert", name, teacher, student, formula, notes)
 
 
+def recipe(options: TinyBertOptions) -> Recipe:
+    from compress.distill.recipes import tinybert_recipe
+
+    return tinybert_recipe()
+
+
 METHOD = register(StudentMethod(
     name="tinybert", rank=30, family="distillation", label="TinyBERT-4 (narrow and shallow)",
     summary="narrow and shallow, intermediate-layer then prediction-layer distillation",
     options=TinyBertOptions, why=WHY, explain=explain,
-    student_config=tinybert_config, build=build_tinybert, recipe=lambda o: tinybert_recipe(), prepare=prepare,
+    student_config=tinybert_config, build=build_tinybert, recipe=recipe, prepare=prepare,
 ))

@@ -1,11 +1,11 @@
 """One transformer encoder with knobs, checkpoint conversion, and parameter/FLOP accounting."""
 
-from compress.models.accounting import ParamCount, count_parameters, flops_per_sequence
-from compress.models.checkpoints import LoadedEncoder, load_encoder, save_encoder
-from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder, EncoderOutput
+from compress._lazy import exports
 
-__all__ = [
-    "Encoder", "EncoderConfig", "EncoderOutput", "LoadedEncoder", "ParamCount",
-    "count_parameters", "flops_per_sequence", "load_encoder", "save_encoder",
-]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "accounting": ["ParamCount", "count_parameters", "flops_per_sequence"],
+    "checkpoints": ["LoadedEncoder", "load_encoder", "save_encoder"],
+    "config": ["EncoderConfig"],
+    "encoder": ["Encoder", "EncoderOutput"],
+})

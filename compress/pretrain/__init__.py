@@ -1,5 +1,9 @@
 """Pre-training an ALBERT-shaped encoder: masked LM with sentence-order or next-sentence prediction."""
 
-from compress.pretrain.run import OBJECTIVES, PretrainConfig, PretrainResult, pretrain
+from compress._lazy import exports
 
-__all__ = ["OBJECTIVES", "PretrainConfig", "PretrainResult", "pretrain"]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "config": ["OBJECTIVES", "PretrainConfig"],
+    "run": ["PretrainResult", "pretrain"],
+})

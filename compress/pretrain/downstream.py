@@ -9,25 +9,14 @@ same settings on the same data split (as ``compress compare`` reuses its runs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compress.pretrain.run import PretrainConfig, PretrainResult
+from compress.pretrain.config import DownstreamConfig, PretrainConfig
+from compress.pretrain.run import PretrainResult
 from compress.runs.compare import completed_run
 from compress.runs.config import RunConfig, run_task
 from compress.runs.pipeline import run
-
-
-@dataclass
-class DownstreamConfig:
-    """Where the downstream runs go and how long they train (None: the ALBERT recipe's epochs)."""
-
-    datasets: tuple[str, ...] = ("mr",)
-    out: str = "runs/pretrain-downstream"
-    epochs: int | None = None
-    device: str = "auto"
-
 
 NOT_PRETRAINED = "no-pretraining"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +23,12 @@ from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, torch_backend
+from compress.quantize.formats import QuantMethod
 from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor
 
 MANIFEST = "quantized.json"
 FORMAT_VERSION = 1
 BACKENDS = ("torch", "onnxruntime")
-
-
-@dataclass(frozen=True)
-class QuantMethod:
-    """A quantization format (the method modules in compress.methods declare theirs)."""
-
-    name: str
-    dtype: str
-    backends: tuple[str, ...]   # in order of preference when nothing was measured
-    summary: str
-    calibrated: bool = False    # activation ranges fixed in advance on calibration batches (static int8)
 
 
 def candidate_backends(method: QuantMethod, backend: str) -> list[str]:

@@ -4,7 +4,10 @@ a quantization run, a pipeline of runs (pipeline), and a comparison of many (com
 Every run writes one run directory atomically; the CLI and ``compare`` call :func:`run`.
 """
 
-from compress.runs.config import RunConfig, RunResult
-from compress.runs.pipeline import run
+from compress._lazy import exports
 
-__all__ = ["RunConfig", "RunResult", "run"]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "config": ["RunConfig", "RunResult"],
+    "pipeline": ["run"],
+})

@@ -9,12 +9,13 @@ differently), report.md. Accuracy is measured with the pruned tokenizer on the t
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from compress.data.batching import tokenize_task
 from compress.device import resolve_device
 from compress.errors import CompressError
+from compress.prune.options import VocabOptions
 from compress.prune.vocab import check_keep, old_to_new, prune_vocabulary, used_token_ids, vocab_summary
 from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.pruning import write_pruned_run
@@ -22,13 +23,6 @@ from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer
 
 SPLITS = ("train", "all")
-
-
-@dataclass
-class VocabOptions:
-    vocab_from: str = field(default="train", metadata={
-        "help": "the text whose tokens are kept: train (the training split: honest, test words may split "
-                "differently) or all (every split: what a closed corpus allows)."})
 
 
 def check_vocab_pruning(config: RunConfig, options: VocabOptions) -> None:

@@ -1,10 +1,10 @@
 """Student builders: the shape of each compressed student and its initialisation from the teacher."""
 
-from compress.students.albert import AlbertOptions, albert_config, build_albert
-from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
-from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
+from compress._lazy import exports
 
-__all__ = [
-    "AlbertOptions", "DistilBertOptions", "TinyBertOptions", "albert_config", "build_albert",
-    "build_distilbert", "build_tinybert", "distilbert_config", "tinybert_config",
-]
+# Imported when first asked for, so importing one submodule stays as cheap as that submodule.
+__getattr__, __dir__, __all__ = exports(__name__, {
+    "albert": ["AlbertOptions", "albert_config", "build_albert"],
+    "distilbert": ["DistilBertOptions", "build_distilbert", "distilbert_config"],
+    "tinybert": ["TinyBertOptions", "build_tinybert", "tinybert_config"],
+})

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from compress.models.checkpoints import is_checkpoint_dir, load_encoder, read_config
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
-from compress.students.init import copy_blocks, copy_embeddings, copy_head, factorize_embeddings, fit_embeddings
+
+# The weights' side (torch) is imported in the functions that use it: the options and shapes here are what
+# `compress run --help` shows, and they need no torch.
+if TYPE_CHECKING:
+    from compress.models.encoder import Encoder
 
 SHARED_INIT = ("first", "middle", "last")
 
@@ -84,6 +87,8 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
 
 
 def _init_config(directory: str) -> EncoderConfig:
+    from compress.models.checkpoints import is_checkpoint_dir, read_config
+
     path = Path(directory)
     if not is_checkpoint_dir(path):
         raise ValueError(f"--init-from {directory} holds no encoder (no config.json or compress_config.json); give "
@@ -104,6 +109,10 @@ def _same_shape(found: EncoderConfig, wanted: EncoderConfig, directory: str) -> 
 def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
     """An ALBERT student initialised from ``teacher`` (see :func:`factorize_embeddings`), or with its
     embeddings and blocks from ``options.init_from`` (a pre-trained encoder) and its head from the teacher."""
+    from compress.models.checkpoints import load_encoder
+    from compress.models.encoder import Encoder
+    from compress.students.init import copy_blocks, copy_embeddings, copy_head, factorize_embeddings, fit_embeddings
+
     if options.shared_init not in SHARED_INIT:
         raise ValueError(f"shared_init must be one of {', '.join(SHARED_INIT)}, got {options.shared_init!r}.")
     config = student_config(teacher.config, options)

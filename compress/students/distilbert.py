@@ -4,11 +4,15 @@ taking one teacher layer of every two (Sanh et al. 2019)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from compress.distill.layer_maps import LayerMap, parse_layer_map, teacher_blocks
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
-from compress.students.init import copy_blocks, copy_embeddings, copy_head
+
+# The weights' side (torch) is imported in the functions that use it: the options and shapes here are what
+# `compress run --help` shows, and they need no torch.
+if TYPE_CHECKING:
+    from compress.models.encoder import Encoder
 
 
 @dataclass
@@ -35,6 +39,9 @@ def distilbert_config(teacher: EncoderConfig, num_layers: int | None = None) -> 
 
 def build_distilbert(teacher: Encoder, options: DistilBertOptions) -> Encoder:
     """A DistilBERT student: embeddings, head and the mapped layers copied from ``teacher``."""
+    from compress.models.encoder import Encoder
+    from compress.students.init import copy_blocks, copy_embeddings, copy_head
+
     config = distilbert_config(teacher.config, options.num_layers)
     student = Encoder(config)
     sources = teacher_blocks(options.init_map, config.num_layers, teacher.config.num_layers)

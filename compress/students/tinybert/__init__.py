@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compress.errors import CompressError
-from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
-from compress.students.init import project_embeddings
+
+# The weights' side (torch) is imported in the functions that use it: the options and shapes here are what
+# `compress run --help` shows, and they need no torch.
+if TYPE_CHECKING:
+    from compress.models.encoder import Encoder
 
 
 @dataclass
@@ -57,6 +60,10 @@ def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
     """A TinyBERT student shaped after ``teacher``: from ``options.init_from`` (its classifier left
     fresh: a general-distilled student has none trained for this task), else fresh layers with
     embeddings projected from the teacher's."""
+    from compress.models.checkpoints import load_encoder
+    from compress.models.encoder import Encoder
+    from compress.students.init import project_embeddings
+
     student = Encoder(tinybert_config(teacher.config, options))
     if options.init_from:
         source = load_encoder(Path(options.init_from)).model

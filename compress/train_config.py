@@ -1,0 +1,59 @@
+"""The settings of a training stage and of teacher fine-tuning, importable without torch.
+
+``compress --help`` shows these defaults; :mod:`compress.training` (the loop, which needs torch) and
+:mod:`compress.teachers.finetune` re-export them, so ``from compress.training import TrainConfig`` keeps working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
+PRECISION_NAMES = ("fp32", "bf16", "fp16")
+DEFAULT_EVERY = 500   # steps between checkpoints of unfinished training, besides every epoch end
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of one training stage."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    seed: int = 13
+    patience: int | None = None      # stop after this many epochs without a better dev score
+    eval_batch_size: int = 128
+    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
+    layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
+    precision: str = "fp32"          # fp32, or bf16 / fp16 autocast for the forward pass (see PRECISION_NAMES)
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be a positive integer, got {self.patience}.")
+        if not 0 < self.layer_decay <= 1:
+            raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
+        if self.metric not in ("accuracy", "macro_f1", "loss"):
+            raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
+        if self.precision not in PRECISION_NAMES:
+            raise ValueError(f"precision must be one of {', '.join(PRECISION_NAMES)}, got {self.precision!r}.")
+
+
+@dataclass
+class FinetuneConfig:
+    """Teacher fine-tuning hyper-parameters (:func:`compress.teachers.finetune.finetune_teacher`).
+
+    minilm on MR with these defaults: dev 84.5%, test 82.9%. Without layer-wise lr decay
+    (``layer_decay=1``) the same run reached dev 84.1%, test 81.8%: the decay keeps the lower,
+    general layers close to their pre-trained weights on a task of 8,500 sentences.
+    """
+
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32, layer_decay=0.8))
+    max_length: int | None = None     # None: the 99th percentile of train lengths, capped
