@@ -24,8 +24,9 @@ from compress.data.batching import tokenize_task
 from compress.data.load import load_task
 from compress.models.checkpoints import load_encoder
 from compress.students.albert import AlbertOptions, build_albert
+from compress.teachers.finetune import hard_label_loss
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
-from compress.training import PRECISIONS, TrainConfig, _optimizer, hard_label_loss
+from compress.training import PRECISIONS, TrainConfig, _optimizer
 
 
 def main() -> None:

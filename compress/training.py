@@ -4,7 +4,8 @@ A stage trains one model on the train split with a loss function of (model, batc
 the rest: AdamW with linear warm-up and decay, gradient clipping, evaluation on dev after each
 epoch, early stopping, keeping the best checkpoint, seeded shuffling and dropout, a rich progress
 bar, and a JSON-lines log with the losses of every step. Distillation stages pass a loss function
-that calls the teacher; fine-tuning passes cross-entropy with the gold labels.
+that calls the teacher; fine-tuning (:mod:`compress.teachers.finetune`) passes cross-entropy with the
+gold labels. The loop knows no loss of its own, so :mod:`compress.distill` builds on it, not around it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import nn
 
-from compress.distill.losses import hard_ce
 from compress.distributed import World, all_gather, all_sum, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
+from compress.metrics import Metrics, classification_metrics
+from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
 from compress.train_config import PRECISION_NAMES, TrainConfig
@@ -60,19 +62,6 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 
 @dataclass
-class Metrics:
-    """Classification metrics of one evaluation."""
-
-    accuracy: float
-    macro_f1: float
-    loss: float
-    examples: int
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-@dataclass
 class StageResult:
     """What a stage produced: the dev metrics per epoch and which epoch was kept."""
 
@@ -96,7 +85,7 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
     """The encoder's inputs out of a collated batch."""
-    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    return {k: batch[k] for k in INPUT_NAMES}
 
 
 @torch.inference_mode()
@@ -119,20 +108,6 @@ def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
     return torch.cat([logits for logits, _ in ordered]), torch.cat([labels for _, labels in ordered])
 
 
-def classification_metrics(logits: torch.Tensor, labels: torch.Tensor) -> Metrics:
-    """Accuracy and macro-F1 (scikit-learn) and mean cross-entropy of ``logits`` against ``labels``."""
-    from sklearn.metrics import accuracy_score, f1_score  # here: importing scikit-learn takes a second
-
-    predictions = logits.argmax(-1).numpy()
-    gold = labels.numpy()
-    return Metrics(
-        accuracy=float(accuracy_score(gold, predictions)),
-        macro_f1=float(f1_score(gold, predictions, average="macro")),
-        loss=float(nn.functional.cross_entropy(logits, labels)),
-        examples=len(gold),
-    )
-
-
 def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | None:
     """The majority class's share of ``labels`` when ``accuracy`` is not above it by more than one
     standard error (a model that learned nothing, answering one class), else None."""
@@ -146,12 +121,6 @@ def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | No
 def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, collective: bool = False) -> Metrics:
     """Metrics of ``model`` on ``batches`` (shared out over the ranks of a data-parallel run if ``collective``)."""
     return classification_metrics(*predict(model, batches, device, collective))
-
-
-def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-    """Cross-entropy with the gold labels: the loss of plain fine-tuning."""
-    loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
-    return loss, {"hard_ce": loss.item()}
 
 
 def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:

@@ -77,7 +77,8 @@ def test_a_stage_stopped_mid_epoch_continues_from_its_last_step_checkpoint(tmp_p
 
     from compress.models.encoder import Encoder
     from compress.resume import Resume
-    from compress.training import TrainConfig, hard_label_loss, train_stage
+    from compress.teachers.finetune import hard_label_loss
+    from compress.training import TrainConfig, train_stage
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
 
@@ -120,7 +121,8 @@ def test_a_stage_stopped_during_its_evaluation_does_not_train_that_epoch_again(t
 
     from compress.models.encoder import Encoder
     from compress.resume import Resume
-    from compress.training import TrainConfig, hard_label_loss, train_stage
+    from compress.teachers.finetune import hard_label_loss
+    from compress.training import TrainConfig, train_stage
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
     g = torch.Generator().manual_seed(0)

@@ -6,8 +6,9 @@ import numpy as np
 
 from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
+from compress.models.config import INPUT_NAMES
 
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+__all__ = ["INPUT_NAMES", "speed_batch", "speed_seq_len"]
 
 
 def speed_seq_len(data: TokenizedTask, percentile: float = 95.0, split: str = "test") -> int:

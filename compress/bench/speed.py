@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compress.bench.inputs import speed_batch
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call
 from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
-from compress.quantize.predictors import Predictor
+
+if TYPE_CHECKING:  # a type only: the predictors are built above this package (compress.quantize)
+    from compress.quantize.predictors import Predictor
 
 
 @dataclass

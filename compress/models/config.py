@@ -10,6 +10,8 @@ from typing import Any
 
 SHARING_MODES: tuple[str, ...] = ("none", "all", "attention", "ffn")
 ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
+# What every encoder takes, by name (the model, its ONNX export and the speed inputs all use these).
+INPUT_NAMES: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from compress.bench.inputs import INPUT_NAMES
 from compress.errors import CompressError
+from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 
 OPSET = 17

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from compress.bench.inputs import INPUT_NAMES
-from compress.training import Metrics, classification_metrics
+from compress.metrics import Metrics, classification_metrics
+from compress.models.config import INPUT_NAMES
 
 
 class Predictor(Protocol):

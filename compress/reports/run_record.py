@@ -12,12 +12,12 @@ from typing import Any
 from compress.bench.machine import manifest
 from compress.data.task import TaskData
 from compress.methods.registry import get_method
+from compress.metrics import Metrics
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
 from compress.reports.layers_kept import layer_cells, layers_kept
 from compress.reports.records import ChainStep, DatasetRecord, Measurement, ModelRecord, RunRecord
-from compress.training import Metrics
 
 
 def weights_bytes(directory: Path) -> int:

@@ -16,17 +16,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import nn
+
 from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
 from compress.device import resolve_device
+from compress.distill.losses import hard_ce
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
 from compress.paths import atomic_dir, cache_dir
 from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 from compress.train_config import FinetuneConfig
-from compress.training import TrainConfig, evaluate, hard_label_loss, seed_everything, train_stage
+from compress.training import Batch, TrainConfig, evaluate, model_inputs, seed_everything, train_stage
 
 RECORD = "record.json"
 CACHE_VERSION = 2  # 2: entries carry checksums.json (compress.cache)
@@ -43,6 +47,12 @@ class FinetunedTeacher:
     def load(self) -> LoadedEncoder:
         return load_encoder(self.directory)
 
+
+
+def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    """Cross-entropy with the gold labels: the loss of plain fine-tuning."""
+    loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
+    return loss, {"hard_ce": loss.item()}
 
 def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, config: FinetuneConfig) -> str:
     material = {

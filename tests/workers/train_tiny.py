@@ -13,7 +13,8 @@ from helpers import tiny_config  # noqa: E402
 
 from compress.distributed import world  # noqa: E402
 from compress.models.encoder import Encoder  # noqa: E402
-from compress.training import TrainConfig, hard_label_loss, train_stage  # noqa: E402
+from compress.teachers.finetune import hard_label_loss  # noqa: E402
+from compress.training import TrainConfig, train_stage  # noqa: E402
 
 
 def batches(epoch: int) -> list[dict[str, torch.Tensor]]:
