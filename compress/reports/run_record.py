@@ -184,6 +184,8 @@ def _pruning_lines(record: RunRecord) -> list[str]:
         f"ranked {options['ranking']}ly, cut in {options['steps']} step(s); asked to keep {options['keep_heads']:.0%} "
         f"of the heads and {options['keep_ffn']:.0%} of the FFN neurons and to drop {options['drop_layers']} "
         f"layer(s) ({options['layer_order']}). Scores of every step: `importance.json`.", "",
+        *([] if options.get("recovery_epochs", 1) else
+          ["Training-free (`--recovery-epochs 0`): no recovery was trained; the accuracy is the cut model's.", ""]),
         "| layer (of the source) | heads kept | | FFN neurons kept | |",
         "|---|---:|---|---:|---|",
     ]

@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +105,14 @@ def step_amounts(options: PruneOptions) -> list[Amount]:
 
 
 def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...]) -> Recipe:
-    """Distillation from the unpruned model: its soft targets and, layer by layer, its hidden states
-    (same width, so no projection: kept layer i faces the unpruned model's layer i)."""
+    """Distillation from the unpruned model after each pruning step (none with ``--recovery-epochs 0``): its
+    soft targets and, layer by layer, its hidden states (same width, so no projection: kept layer i faces
+    the unpruned model's layer i). One stage per step, so the recipe lists exactly the stages a run trains."""
     terms = [LossTerm("kd_kl", 1.0, {"temperature": KD_TEMPERATURE, "scale_by_t2": True}),
              LossTerm("hidden_mse", 1.0)]
-    stage = Stage("recover", terms, epochs=options.recovery_epochs, lr=options.recovery_lr)
-    return Recipe("prune", [stage], LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
+    stages = [Stage(f"recover {number}/{options.steps}", terms, epochs=options.recovery_epochs, lr=options.recovery_lr)
+              for number in range(1, options.steps + 1)] if options.recovery_epochs else []
+    return Recipe("prune", stages, LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
 
 
 def scoring_batches(data: TokenizedTask, examples: int, seed: int) -> list[dict[str, torch.Tensor]]:
@@ -158,11 +160,10 @@ def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, 
             if options.recovery_epochs:
                 seed_everything(config.seed + number)
                 recipe = recovery_recipe(options, first.layers)
-                stage = recipe.stages[0]
                 # The recipe reads hidden states, so the unpruned model runs on every batch and no cache of
                 # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
-                stages.append(distil_stage(replace(stage, name=f"recover {number}/{options.steps}"), recipe,
-                                           reference, model, data, "", config, device, log, show_progress))
+                stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, model, data, "", config,
+                                           device, log, show_progress))
         # metrics.json says what each step kept; the scores themselves (a number per head, neuron and
         # layer) are in importance.json only.
         summary = [{k: v for k, v in step.items() if k != "importance"} | {"examples": step["importance"]["examples"]}
