@@ -40,7 +40,7 @@ from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
 from compress.methods.pipeline import Pipeline, Step, check, parse
-from compress.methods.registry import Method, Transform, all_methods, format_value, get_method, names
+from compress.methods.registry import Method, StudentMethod, Transform, all_methods, format_value, get_method, names
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
@@ -226,8 +226,13 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     say = progress or (lambda message: None)
     planned = plan_runs(config.methods)
     by_name = {step.name: step for step in planned}
-    for step in planned:  # a transform's own checks (a backend this CPU lacks) fail before any training
-        if isinstance(step.method, Transform):
+    for step in planned:  # every step's own checks fail before any training (the teacher's fine-tuning included)
+        if isinstance(step.method, StudentMethod):  # its shape and its --init-from checkpoint
+            try:
+                step.method.student_config(teacher_config(config.teacher), step.method.options(**step.options))
+            except ValueError as e:
+                raise CompressError(f"invalid {step.method.name} student: {e}") from None
+        if isinstance(step.method, Transform):  # a backend this CPU lacks
             step.method.check(_run_config(config, step, "teacher"), step.method.options(**step.options))
             parent = by_name.get(step.parent or "")
             if parent is not None:

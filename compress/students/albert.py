@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compress.models.config import EncoderConfig
+from compress.students.init_from import check_init_from
 
 # The weights' side (torch) is imported in the functions that use it: the options and shapes here are what
 # `compress run --help` shows, and they need no torch.
@@ -82,28 +83,8 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
                          f"got {options.intermediate_epochs}.")
     config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout)
     if options.init_from:
-        _same_shape(_init_config(options.init_from), config, options.init_from)
+        check_init_from(options.init_from, config)
     return config
-
-
-def _init_config(directory: str) -> EncoderConfig:
-    from compress.models.checkpoints import is_checkpoint_dir, read_config
-
-    path = Path(directory)
-    if not is_checkpoint_dir(path):
-        raise ValueError(f"--init-from {directory} holds no encoder (no config.json or compress_config.json); give "
-                         "the encoder directory that compress pretrain printed.")
-    return read_config(path)[0]
-
-
-def _same_shape(found: EncoderConfig, wanted: EncoderConfig, directory: str) -> None:
-    keep = {"num_labels": wanted.num_labels, "hidden_dropout": wanted.hidden_dropout,
-            "attention_dropout": wanted.attention_dropout, "classifier_dropout": wanted.classifier_dropout}
-    if found.replace(**keep) != wanted:
-        raise ValueError(f"--init-from {directory} holds an encoder of another shape (E {found.embedding_size}, "
-                         f"sharing {found.sharing}, {found.num_layers} layers of {found.hidden_size}) than this "
-                         f"student (E {wanted.embedding_size}, sharing {wanted.sharing}, {wanted.num_layers} layers "
-                         f"of {wanted.hidden_size}).")
 
 
 def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:

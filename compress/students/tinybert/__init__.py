@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compress.errors import CompressError
 from compress.models.config import EncoderConfig
+from compress.students.init_from import check_init_from
 
 # The weights' side (torch) is imported in the functions that use it: the options and shapes here are what
 # `compress run --help` shows, and they need no torch.
@@ -50,10 +50,13 @@ def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = No
             f"a TinyBERT student must be no wider and no deeper than its teacher (teacher: "
             f"{teacher.num_layers} layers of {teacher.hidden_size}; asked: {o.num_layers} of {o.hidden_size})."
         )
-    return teacher.replace(
+    config = teacher.replace(
         embedding_size=o.hidden_size, hidden_size=o.hidden_size, num_layers=o.num_layers,
         num_heads=o.num_heads, ffn_size=o.ffn_size, sharing="none", groups=1,
     )
+    if o.init_from:
+        check_init_from(o.init_from, config)
+    return config
 
 
 def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
@@ -65,10 +68,8 @@ def build_tinybert(teacher: Encoder, options: TinyBertOptions) -> Encoder:
     from compress.students.init import project_embeddings
 
     student = Encoder(tinybert_config(teacher.config, options))
-    if options.init_from:
+    if options.init_from:  # its shape was checked with the student's (tinybert_config)
         source = load_encoder(Path(options.init_from)).model
-        if source.config.replace(num_labels=student.config.num_labels) != student.config:
-            raise CompressError(f"{options.init_from} holds a student of another shape than the one asked for.")
         state = {k: v for k, v in source.state_dict().items() if not k.startswith("classifier.")}
         student.load_state_dict(state, strict=False)
     elif options.project_embeddings:
