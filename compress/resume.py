@@ -6,7 +6,9 @@ everything that decides what it trains: the same command finds it again, whereve
 The state is the model, the optimizer, the scheduler, the random generators, the position in the epoch,
 the best epoch so far, the stages already finished and the log written so far; it is saved every
 ``--checkpoint-every`` steps and at every epoch end (before the dev evaluation and after it), through a
-temporary file and a rename, so a kill at any moment leaves the previous checkpoint whole. Re-running
+temporary file and a rename, so a kill at any moment leaves the previous checkpoint whole; its sha256 is
+recorded beside it (``state.sha256.json``) and checked before it is trusted, so a damaged checkpoint is
+reported in one line and the training starts afresh instead of continuing from corrupt weights. Re-running
 the command after Ctrl-C, ``kill -9`` or a lost node continues from it (and says so in one line); with
 the same seed it ends with the same metrics as a run that was never stopped. The directory is removed
 when the run completes: checkpoints are never part of a run directory.
@@ -26,11 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from compress.cache import sha256_file
 from compress.distributed import world
-from compress.paths import atomic_file, cache_dir, notice
+from compress.paths import atomic_file, atomic_write_text, cache_dir, notice
 from compress.train_config import DEFAULT_EVERY
 
-FORMAT = 1
+FORMAT = 2   # 2: the state's sha256 recorded beside it
 
 
 @dataclass
@@ -68,8 +71,10 @@ class Resume:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
         self.directory = cache_dir() / "unfinished" / digest
         self.file = self.directory / "state.pt"
+        self.digests = self.directory / "state.sha256.json"   # what state.pt's sha256 may be
         self.what = what
         self.every = every
+        self.stored: str | None = None   # the sha256 of the state.pt this process read or wrote
         self.saved = self._load()
         self.said = False
 
@@ -77,14 +82,35 @@ class Resume:
         if not self.file.is_file():
             return None
         try:
+            digests = json.loads(self.digests.read_text())["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            digests = []
+        digest = sha256_file(self.file)
+        if digest not in digests:  # damaged, or written by no checkpoint of ours
+            notice(f"the checkpoint of {self.what} in {self.file} is damaged (its sha256 is not the one recorded "
+                   f"in {self.digests.name}); starting from the beginning.")
+            return None
+        try:
             state = torch.load(self.file, map_location="cpu", weights_only=True)
             if state.get("format") != FORMAT:
                 raise ValueError(f"format {state.get('format')}")
+            self.stored = digest
             return state
         except Exception as e:  # a checkpoint that cannot be read is not worth failing the run for
             notice(f"the checkpoint of {self.what} in {self.file} cannot be read ({type(e).__name__}); "
                    "starting from the beginning.")
             return None
+
+    def _store(self, state: dict[str, Any]) -> None:
+        """Write ``state`` so that a kill at any moment leaves a checkpoint that passes its check: the new
+        file's digest is recorded (beside the old one) before the file takes ``state.pt``'s place, and the
+        old digest goes once it has."""
+        with atomic_file(self.file) as tmp:
+            torch.save(state, tmp)
+            new = sha256_file(tmp)
+            atomic_write_text(self.digests, json.dumps({"sha256": [new, *([self.stored] if self.stored else [])]}))
+        atomic_write_text(self.digests, json.dumps({"sha256": [new]}))
+        self.stored = new
 
     def finished_stages(self) -> list[dict[str, Any]]:
         """The summaries of the stages that were complete when the checkpoint was saved."""
@@ -123,8 +149,7 @@ class Resume:
             state = {"format": FORMAT, "time": time.time(), "stage": index, "stages_done": list(done),
                      "log": log.read_text() if log is not None and log.is_file() else "", "train": train,
                      "generators": [g.get_state() for g in generators]}
-            with atomic_file(self.file) as tmp:
-                torch.save(state, tmp)
+            self._store(state)
 
         return StageCheckpoints(self.every, save, restored)
 

@@ -1,0 +1,102 @@
+"""A checkpoint is trusted only when its sha256 is the one recorded when it was written: a damaged one is
+reported in one line and the training starts afresh (it resumed silently from corrupt weights, and the
+damaged history went into log.jsonl and report.md as a normal run's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+
+from compress.resume import Resume
+
+
+def _flip(path, at: float = 0.5) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(int(len(data) * at), int(len(data) * at) + 8):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def saved(tmp_path, monkeypatch):
+    """A checkpoint written by Resume, and a function that reads it back as a new process would."""
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path))
+    resume = Resume({"job": 1}, "the test job")
+    resume.stage(0, []).save({"weights": torch.arange(10_000, dtype=torch.float32), "batches": 0, "epoch": 1})
+    return resume, lambda: Resume({"job": 1}, "the test job").saved
+
+
+def test_a_checkpoint_reads_back_when_untouched(saved):
+    _, read = saved
+    assert torch.equal(read()["train"]["weights"], torch.arange(10_000, dtype=torch.float32))
+
+
+def test_a_flipped_byte_a_truncated_file_or_a_lost_digest_is_refused_in_one_line(saved, capsys):
+    resume, read = saved
+    _flip(resume.file)
+    assert read() is None
+    assert "is damaged" in capsys.readouterr().err
+    resume.stage(0, []).save({"weights": torch.ones(3), "batches": 0, "epoch": 1})
+    resume.file.write_bytes(resume.file.read_bytes()[:-100])
+    assert read() is None
+    resume.stage(0, []).save({"weights": torch.ones(3), "batches": 0, "epoch": 1})
+    resume.digests.unlink()
+    assert read() is None
+
+
+def test_a_kill_between_recording_the_digest_and_the_rename_leaves_the_previous_checkpoint_usable(saved):
+    resume, read = saved
+    before = resume.file.read_bytes()
+    resume.stage(0, []).save({"weights": torch.zeros(3), "batches": 0, "epoch": 2})
+    new = json.loads(resume.digests.read_text())["sha256"]
+    assert len(new) == 1
+    # The moment after the new digest was recorded beside the old one, before state.pt was replaced:
+    import hashlib
+    resume.file.write_bytes(before)
+    resume.digests.write_text(json.dumps({"sha256": [*new, hashlib.sha256(before).hexdigest()]}))
+    assert read()["train"]["epoch"] == 1
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("damaged")
+    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+    teacher, csv = make_tiny_teacher(root / "teacher"), write_tiny_csv(root / "reviews.csv", copies=30)
+    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", "3",
+            "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
+            "--teacher-batch-size", "8", "--threads", "1", "--checkpoint-every", "0"]
+    reference = root / "uninterrupted"
+    done = run_cli(*args, "--out", str(reference), env=env)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "env": env, "args": args, "reference": reference}
+
+
+def test_a_damaged_checkpoint_of_a_real_run_is_refused_and_the_run_starts_afresh(tiny):
+    out = tiny["root"] / "damaged"
+    states = lambda: list((tiny["root"] / "cache" / "unfinished").glob("*/state.pt"))  # noqa: E731
+    process = subprocess.Popen([sys.executable, "-m", "compress", *tiny["args"], "--out", str(out)], cwd=REPO,
+                               env={**os.environ, **tiny["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not states() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=120)
+    [state] = states()
+    _flip(state)   # still a loadable file: torch.load reads damaged weights without a word
+
+    done = run_cli(*tiny["args"], "--out", str(out), env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    damaged = [line for line in done.stderr.splitlines() if "is damaged" in line]
+    assert len(damaged) == 1 and str(state) in damaged[0] and "resuming" not in done.stderr
+    # started afresh: the whole log and the result are the uninterrupted run's
+    assert (out / "log.jsonl").read_text() == (tiny["reference"] / "log.jsonl").read_text()
+    ours, theirs = (json.loads((d / "metrics.json").read_text())["student"] for d in (out, tiny["reference"]))
+    assert (ours["accuracy"], ours["macro_f1"]) == (theirs["accuracy"], theirs["macro_f1"])
