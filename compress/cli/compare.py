@@ -17,6 +17,7 @@ def compare(
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    dedupe: bool = typer.Option(False, help="Drop the dev and test rows whose text also occurs in the training split."),
     # Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
     methods: str | None = typer.Option(
         None, help="Comma-separated methods and pipelines, e.g. distilbert,distilbert+int8,"
@@ -46,8 +47,9 @@ def compare(
     from compress.runs.compare import compare as run_compare
     from compress.runs.executors import Executor
 
-    config = CompareConfig(teacher=teacher, dataset=dataset, out=out, epochs=epochs, batch_size=batch_size,
-                           seed=seed, threads=threads, seq_len=seq_len, repeats=repeats, device=device,
+    config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
+                           batch_size=batch_size, seed=seed, threads=threads, seq_len=seq_len, repeats=repeats,
+                           device=device,
                            executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
     if methods is not None:

@@ -54,6 +54,7 @@ def describe_task(task: TaskData, tokenizer: Any | None = None, *, examples: int
         "text_pair": task.has_pairs,
         "split": {"method": info.method, "proportions": info.proportions, "seed": info.seed},
         "fingerprint": task.fingerprint,
+        "in_train": dict(task.train_overlap()),  # dev/test rows whose text also occurs in train
         "splits": splits,
     }
     if tokenizer is not None:

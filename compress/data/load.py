@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from compress.data.hub import PREFIX as HUB_PREFIX
@@ -10,6 +11,11 @@ from compress.data.local import FORMATS, load_local
 from compress.data.named import DEFAULT_DATASET, NAMED_DATASETS, get_named, load_named
 from compress.data.task import TaskData
 from compress.errors import CompressError
+from compress.paths import notice
+
+_WARNED: set[tuple[str, bool]] = set()
+"""(fingerprint, dedupe) of the tasks already reported in this process: a pipeline or a comparison loads
+its task once per run, and the user needs the line once."""
 
 
 def load_task(
@@ -18,6 +24,7 @@ def load_task(
     text_column: str | None = None,
     text_pair_column: str | None = None,
     label_column: str | None = None,
+    dedupe: bool = False,
 ) -> TaskData:
     """Load a classification task with fixed train/dev/test splits.
 
@@ -28,13 +35,23 @@ def load_task(
             of ``train``/``dev``/``test`` files.
         text_column, text_pair_column, label_column: column names for files and hub datasets
             (defaults: ``text`` else ``sentence``; ``text_pair`` if present; ``label``).
+        dedupe: drop the dev and test rows whose text (and text pair) also occurs in train.
 
     Splits made by compress are stratified by label, 80/10/10 train/dev/test, seed 13
-    (:mod:`compress.data.splits`); ``task.fingerprint`` names the split.
+    (:mod:`compress.data.splits`); ``task.fingerprint`` names the split. Dev and test rows whose
+    text also occurs in train are reported in one line (once per process), or dropped with ``dedupe``.
 
     Raises:
         CompressError: bad input, with one sentence saying what was wrong and what to do.
     """
+    task = _load(name_or_path, text_column, text_pair_column, label_column)
+    kept = task.dedupe() if dedupe else task  # first: a dedupe that would empty a split fails in one line
+    _report_overlap(task, dedupe)
+    return kept
+
+
+def _load(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
+          label_column: str | None) -> TaskData:
     spec = str(name_or_path)
     columns = {"--text-column": text_column, "--text-pair-column": text_pair_column, "--label-column": label_column}
     if spec.startswith(HUB_PREFIX):
@@ -51,6 +68,20 @@ def load_task(
         return load_local(path, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
     get_named(spec)  # raises: unknown name, listing the known ones
     raise AssertionError("unreachable")
+
+
+def _report_overlap(task: TaskData, dedupe: bool) -> None:
+    """One line on the rows of dev and test that also occur in train: what --dedupe drops, or a warning
+    that the scores on them measure memory. Only the main process of a data-parallel launch says it."""
+    clause = task.overlap_text()
+    if clause is None or (task.fingerprint, dedupe) in _WARNED or os.environ.get("RANK", "0") not in ("", "0"):
+        return
+    _WARNED.add((task.fingerprint, dedupe))
+    if dedupe:
+        notice(f"--dedupe: dropping {clause} of {task.name} whose text also occurs in the training split.")
+    else:
+        notice(f"{clause} of {task.name} also occur in the training split; accuracy on them measures memory, "
+               "not generalisation: deduplicate the file or pass --dedupe.")
 
 
 def _looks_like_path(spec: str) -> bool:

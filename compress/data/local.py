@@ -16,6 +16,7 @@ Columns and labels are resolved as described in :mod:`compress.data.tables`.
 from __future__ import annotations
 
 import codecs
+import json
 import tempfile
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def read_table(path: Path) -> datasets.Dataset:
         lines = _check_utf8(path)
         if builder == "csv" and lines < 2:
             raise CompressError(f"{path} has a header but no rows; add examples to it.")
-    with tempfile.TemporaryDirectory(prefix="compress-read-") as tmp, quiet_datasets():
+    # datasets' own logs are off: a reader failure is reported below in one line, not twice
+    with tempfile.TemporaryDirectory(prefix="compress-read-") as tmp, quiet_datasets(logs=True):
         try:
             dataset = datasets.load_dataset(
                 builder,
@@ -126,6 +128,12 @@ def read_table(path: Path) -> datasets.Dataset:
                 **options,
             )
         except Exception as e:  # noqa: BLE001 - any reader failure is bad input here
+            if builder == "json" and (where := _bad_json_line(path)) is not None:
+                line, reason = where
+                raise CompressError(
+                    f"could not read {path.name} as {suffix[1:]}: line {line} is not valid JSON ({reason}); "
+                    "fix or remove that line."
+                ) from e
             raise CompressError(
                 f"could not read {path.name} as {suffix[1:]} ({_reason(e)}); check that the file is valid {suffix[1:]}."
             ) from e
@@ -155,6 +163,29 @@ def _check_utf8(path: Path) -> int:
     if lines == 0:
         raise CompressError(f"{path} is empty; give a file with a header and at least a few examples.")
     return lines
+
+
+def _bad_json_line(path: Path) -> tuple[int, str] | None:
+    """The first line (1-based) where a JSON or JSON Lines file stops being valid, and why; ``None`` when
+    Python's own parser finds nothing wrong (the reader failed for another reason).
+
+    The reader's message counts rows from 0 and skips blank lines, so it cannot name the line to fix.
+    """
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        json.loads(text)
+        return None  # one valid JSON document
+    except json.JSONDecodeError as e:
+        if text.lstrip().startswith("["):  # one JSON array: the document's own position is the answer
+            return e.lineno, e.msg
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as e:
+            return number, e.msg
+    return None
 
 
 def _reason(error: BaseException) -> str:

@@ -239,7 +239,8 @@ def task_from_tables(
 def _texts(values: Sequence[object], column: str, where: str) -> list[str]:
     out: list[str] = []
     for row, value in enumerate(values, start=1):
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        blank = isinstance(value, str) and not value.strip()  # "" or only whitespace: nothing to classify
+        if value is None or blank or (isinstance(value, float) and math.isnan(value)):
             raise CompressError(f"row {row} of {where} has no text in column '{column}'; fill it in or drop the row.")
         out.append(value if isinstance(value, str) else str(value))
     return out

@@ -47,6 +47,8 @@ class TaskData:
         split_info: how the split was made (:class:`SplitInfo`).
         fingerprint: hash of the example ids per split (16 hex digits); record it with runs.
         split_fingerprints: the same hash for each split alone.
+        dropped: rows dropped from dev and test by :meth:`dedupe` (``{"dev": 8, "test": 12}``),
+            empty when none were.
     """
 
     name: str
@@ -55,9 +57,11 @@ class TaskData:
     label_source: str
     source: str
     split_info: SplitInfo
+    dropped: dict[str, int] = field(default_factory=dict)
     fingerprint: str = field(init=False)
     split_fingerprints: dict[str, str] = field(init=False)
     _content_digest: str | None = field(init=False, default=None, repr=False, compare=False)
+    _train_overlap: dict[str, int] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ids = {name: self.splits[name]["id"] for name in SPLIT_NAMES}
@@ -91,6 +95,76 @@ class TaskData:
             self._content_digest = digest.hexdigest()[:16]
         return self._content_digest
 
+    def _in_train(self, name: str) -> list[bool]:
+        """For each row of split ``name``: whether its text (and text pair) is also a training row's.
+
+        Texts are compared with runs of whitespace collapsed and the ends stripped (:func:`_same_text`),
+        case kept: every tokenizer compress loads splits on whitespace first, so ``"a film "`` and
+        ``"a  film"`` are the same input to the model, while case matters to cased teachers.
+        """
+        def rows(split: datasets.Dataset) -> list[tuple[str, ...]]:
+            columns = [split["text"], split["text_pair"]] if self.has_pairs else [split["text"]]
+            return [tuple(map(_same_text, row)) for row in zip(*columns, strict=True)]
+
+        seen = set(rows(self.splits["train"]))
+        return [row in seen for row in rows(self.splits[name])]
+
+    def train_overlap(self) -> dict[str, int]:
+        """How many dev and test rows have a text (and text pair) that also occurs in train.
+
+        Exact match of the texts up to whitespace (see :meth:`_in_train`), whatever the labels: a test
+        row that the model saw in training measures memory, not generalisation, so a user file with
+        repeated rows inflates accuracy and retention unless they are counted (and, with :meth:`dedupe`,
+        dropped).
+        """
+        if self._train_overlap is None:
+            self._train_overlap = {name: sum(self._in_train(name)) for name in ("dev", "test")}
+        return self._train_overlap
+
+    def overlap_text(self) -> str | None:
+        """One clause naming the overlap (``12 of 96 test rows and 8 of 96 dev rows``), ``None`` if none."""
+        overlap = self.train_overlap()
+        parts = [f"{overlap[name]} of {len(self.splits[name])} {name} rows" for name in ("test", "dev")
+                 if overlap[name]]
+        return " and ".join(parts) or None
+
+    def dedupe(self) -> TaskData:
+        """This task without the dev and test rows whose text occurs in train (``--dedupe``).
+
+        The ids of dev and test change, so the fingerprint (and every cache keyed on it) differs
+        from the undeduplicated task's.
+
+        Raises:
+            CompressError: dropping them would leave dev or test empty.
+        """
+        overlap = self.train_overlap()
+        if not any(overlap.values()):
+            return self
+        splits = dict(self.splits)
+        for name in ("dev", "test"):
+            keep = [i for i, seen in enumerate(self._in_train(name)) if not seen]
+            if not keep:
+                raise CompressError(
+                    f"every {name} row of {self.name} also occurs in the training split, so --dedupe would "
+                    f"leave no {name} split; deduplicate the file or give {name} rows of their own."
+                )
+            splits[name] = self.splits[name].select(keep)
+        dropped = {name: self.dropped.get(name, 0) + overlap[name] for name in ("dev", "test")}
+        text = " and ".join(f"{overlap[name]} {name}" for name in ("dev", "test") if overlap[name])
+        return TaskData(
+            name=self.name,
+            label_names=list(self.label_names),
+            splits=datasets.DatasetDict(splits),
+            label_source=self.label_source,
+            source=self.source,
+            split_info=SplitInfo(
+                method=f"{self.split_info.method}; then {text} rows whose text occurs in train dropped (--dedupe)",
+                proportions=self.split_info.proportions,
+                seed=self.split_info.seed,
+            ),
+            dropped=dropped,
+        )
+
     def subset(self, max_per_split: int | Mapping[str, int]) -> TaskData:
         """A smaller task with the first examples of each split (splits are already shuffled).
 
@@ -115,7 +189,13 @@ class TaskData:
                 proportions=self.split_info.proportions,
                 seed=self.split_info.seed,
             ),
+            dropped=dict(self.dropped),
         )
+
+
+def _same_text(text: str) -> str:
+    """``text`` as the overlap check compares it: whitespace runs collapsed to one space, ends stripped."""
+    return " ".join(text.split())
 
 
 def build_task(

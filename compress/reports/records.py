@@ -78,6 +78,8 @@ class DatasetRecord:
     fingerprint: str
     sizes: dict[str, int]
     label_names: list[str] | None = None
+    in_train: dict[str, int] | None = None     # dev/test rows whose text also occurs in train (None: none, or older)
+    dropped: dict[str, int] | None = None      # dev/test rows --dedupe dropped for that reason
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(asdict(self))

@@ -39,8 +39,29 @@ def teacher_record(teacher: Encoder, finetuned: dict[str, Any], seq_len: int, di
 
 
 def dataset_record(task: TaskData) -> DatasetRecord:
+    overlap = task.train_overlap()
     return DatasetRecord(name=task.name, fingerprint=task.fingerprint, label_names=task.label_names,
-                         sizes={name: len(split) for name, split in task.splits.items()})
+                         sizes={name: len(split) for name, split in task.splits.items()},
+                         in_train=dict(overlap) if any(overlap.values()) else None,
+                         dropped=dict(task.dropped) if any(task.dropped.values()) else None)
+
+
+def overlap_lines(dataset: DatasetRecord) -> list[str]:
+    """report.md's line on dev and test rows that also occur in train: counted in the scores above, or
+    dropped with --dedupe; nothing when there were none."""
+    def counts(values: dict[str, int], total: bool) -> str:
+        return " and ".join(f"{values[n]}{f' of {dataset.sizes[n]}' if total else ''} {n} rows"
+                            for n in ("test", "dev") if values.get(n))
+
+    lines = []
+    if dataset.in_train:
+        lines.append(f"**Overlap with training:** {counts(dataset.in_train, True)} also occur in the training "
+                     "split; the test scores below count them, so they measure memory as well as generalisation "
+                     "(deduplicate the file or pass --dedupe).")
+    if dataset.dropped:
+        lines.append(f"--dedupe dropped {counts(dataset.dropped, False)} whose text also occurs in the training "
+                     "split; the scores below are on the rest.")
+    return [*lines, ""] if lines else []
 
 
 def ratios(teacher: ModelRecord, student: ModelRecord) -> dict[str, float]:
@@ -96,6 +117,7 @@ def write_report(path: Path, record: RunRecord, config: dict[str, Any]) -> None:
         f"Test split: {record.dataset.sizes['test']} examples (split fingerprint "
         f"`{record.dataset.fingerprint}`); FLOPs per sequence of {record.seq_len} tokens.",
         "",
+        *overlap_lines(record.dataset),
         "| | teacher | student | teacher / student |",
         "|---|---:|---:|---:|",
         _row("parameters (embeddings + encoder + pooler)", f"{t.params:,}", f"{s.params:,}", f"{r['params']:.2f}x"),

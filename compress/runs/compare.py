@@ -85,6 +85,7 @@ def default_methods() -> list[str]:
 class CompareConfig:
     teacher: str = DEFAULT_TEACHER
     dataset: str = "mr"
+    dedupe: bool = False                # drop dev/test rows whose text occurs in train
     methods: list[str] = field(default_factory=default_methods)   # methods and pipelines
     out: str | None = None
     epochs: int | None = None           # every student's stages (default: each method's recipe)
@@ -132,7 +133,7 @@ def plan_runs(texts: list[str]) -> list[PlannedRun]:
 def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directory: Path | None = None) -> RunConfig:
     student = planned.method.kind == "student"
     return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
-                     dataset=config.dataset, epochs=config.epochs if student else None,
+                     dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seed, device=config.device, threads=config.threads,
                      teacher_finetune=config.teacher_finetune, target=target,
                      out=str(directory) if directory else None, overwrite=True)
@@ -243,7 +244,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     positions = teacher_config(config.teacher).max_positions
     if config.seq_len is not None and not 2 <= config.seq_len <= positions:
         raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
-    task = load_task(config.dataset)
+    task = load_task(config.dataset, dedupe=config.dedupe)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
     check_out(out, planned)
     # One comparison at a time per directory: a second process fails at once instead of racing this one.

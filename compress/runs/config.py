@@ -41,6 +41,7 @@ class RunConfig:
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None
+    dedupe: bool = False              # drop dev/test rows whose text occurs in train
     options: dict[str, Any] = field(default_factory=dict)
     epochs: int | None = None
     lr: float | None = None
@@ -60,6 +61,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
+        self.dedupe = bool(self.dedupe)  # a run recorded before --dedupe existed (None) kept every row
         for flag, value in (("--epochs", self.epochs), ("--batch-size", self.batch_size),
                             ("--patience", self.patience), ("--threads", self.threads)):
             if value is not None and value < 1:
@@ -78,8 +80,8 @@ NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every")
 
 def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
-    run recorded before ``precision`` existed trained in fp32."""
-    return {"precision": "fp32"} | {k: v for k, v in run.items() if k not in NOT_RESULT}
+    run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row."""
+    return {"precision": "fp32", "dedupe": False} | {k: v for k, v in run.items() if k not in NOT_RESULT}
 
 
 @dataclass
@@ -162,4 +164,4 @@ def run_directory(out: Path) -> Iterator[Path]:
 def run_task(config: RunConfig) -> TaskData:
     """The task a run reads: its dataset with its column choices."""
     return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
-                     label_column=config.label_column)
+                     label_column=config.label_column, dedupe=config.dedupe)

@@ -20,7 +20,7 @@ from compress.runs.config import RunConfig, claimed, out_dir, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
-SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column")
+SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "dedupe")
 
 
 @dataclass

@@ -40,7 +40,14 @@ def verify_parity(name_or_dir: str) -> ParityResult:
     loaded = load_encoder(directory)
     tokenizer = load_tokenizer(str(directory))
     batch = tokenizer(list(VERIFY_SENTENCES), padding=True, return_tensors="pt")
-    reference = AutoModel.from_pretrained(directory, dtype=torch.float32).eval()
+    # A run's student carries a classifier the bare AutoModel leaves out: transformers' load report
+    # would list those keys on stderr for nothing, so its warnings are off for this one load.
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        reference = AutoModel.from_pretrained(directory, dtype=torch.float32).eval()
+    finally:
+        hf_logging.set_verbosity(verbosity)
     with torch.inference_mode():
         ours = loaded.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
         theirs = reference(**batch)
