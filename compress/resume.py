@@ -84,11 +84,13 @@ class Resume:
         try:
             digests = json.loads(self.digests.read_text())["sha256"]
         except (OSError, ValueError, KeyError, TypeError):
-            digests = []
+            digests = None
+        if not isinstance(digests, list):  # lost, unreadable, or a checkpoint of format 1 (written before digests were)
+            self._afresh(f"has no readable record of its sha256 ({self.digests.name}), so it cannot be trusted")
+            return None
         digest = sha256_file(self.file)
         if digest not in digests:  # damaged, or written by no checkpoint of ours
-            notice(f"the checkpoint of {self.what} in {self.file} is damaged (its sha256 is not the one recorded "
-                   f"in {self.digests.name}); starting from the beginning.")
+            self._afresh(f"is damaged (its sha256 is not the one recorded in {self.digests.name})")
             return None
         try:
             state = torch.load(self.file, map_location="cpu", weights_only=True)
@@ -97,9 +99,13 @@ class Resume:
             self.stored = digest
             return state
         except Exception as e:  # a checkpoint that cannot be read is not worth failing the run for
-            notice(f"the checkpoint of {self.what} in {self.file} cannot be read ({type(e).__name__}); "
-                   "starting from the beginning.")
+            self._afresh(f"cannot be read ({type(e).__name__})")
             return None
+
+    def _afresh(self, why: str) -> None:
+        """Say in one line (once, from the main process) that the checkpoint is not used, and why."""
+        if world().is_main:
+            notice(f"the checkpoint of {self.what} in {self.file} {why}; starting from the beginning.")
 
     def _store(self, state: dict[str, Any]) -> None:
         """Write ``state`` so that a kill at any moment leaves a checkpoint that passes its check: the new

@@ -32,8 +32,9 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
-def _nothing_trained(cache: Path) -> None:
+def _nothing_trained(cache: Path, done) -> None:
     assert not (cache / "teachers").exists()      # the teacher was not fine-tuned
+    assert "fine-tun" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(("source", "says"), [("empty", "holds no encoder"), ("other", "of another shape")])
@@ -46,7 +47,7 @@ def test_run_tinybert_refuses_a_bad_init_from_before_fine_tuning(tiny, source, s
     assert done.returncode == 2, done.stderr
     line = _one_line(done.stderr)
     assert says in line and str(tiny[source]) in line
-    _nothing_trained(cache)
+    _nothing_trained(cache, done)
     assert not (tmp_path / "out").exists()
 
 
@@ -59,5 +60,5 @@ def test_compare_refuses_a_bad_init_from_before_any_work(tiny, method, tmp_path)
                    env={"COMPRESS_CACHE": str(cache)})
     assert done.returncode == 2, done.stderr
     assert "holds no encoder" in _one_line(done.stderr)
-    _nothing_trained(cache)
+    _nothing_trained(cache, done)
     assert not (tmp_path / "cmp").exists() or not any((tmp_path / "cmp").rglob("*"))
