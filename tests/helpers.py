@@ -46,6 +46,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     )
 
 
+def offline_hub_env(root: Path, offline: bool = True) -> dict[str, str]:
+    """Environment for a fresh process that cannot download from the Hugging Face hub, whatever this machine
+    reaches: an empty private cache (HF_HOME and the paths that would override it) and the hub's address on a
+    closed local port, with offline mode on (``offline``) or off (the hub is then merely unreachable).
+    huggingface_hub reads these when first imported, so they only work for a new process."""
+    hf = root / "hf"
+    flag = "1" if offline else "0"
+    return {"HF_HUB_OFFLINE": flag, "HF_DATASETS_OFFLINE": flag, "HF_HOME": str(hf), "HF_HUB_CACHE": str(hf / "hub"),
+            "HF_DATASETS_CACHE": str(hf / "datasets"), "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
 POSITIVE = ["a great and moving film", "wonderful acting and a superb story", "brilliant, funny and warm",
             "I loved every minute of it", "a delightful surprise", "beautiful and smart"]
 NEGATIVE = ["a dull and boring film", "terrible acting and an awful story", "tedious, flat and cold",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
-from helpers import padded_batch, tiny_config
+from helpers import offline_hub_env, padded_batch, tiny_config
 from transformers import (
     AlbertConfig,
     AlbertForSequenceClassification,
@@ -16,7 +19,6 @@ from transformers import (
     BertModel,
 )
 
-from compress.errors import CompressError
 from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.encoder import Encoder
 from compress.teachers.registry import resolve_teacher_dir
@@ -164,12 +166,28 @@ def test_export_saves_the_tokenizer_and_leaves_nothing_half_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_unreachable_hub_id_fails_with_one_sentence_naming_the_alternatives(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty cache, whatever this machine holds
-    with pytest.raises(CompressError) as err:
-        resolve_teacher_dir("google-bert/bert-base-uncased")
-    message = str(err.value)
+_RESOLVE = """
+from compress.errors import CompressError
+from compress.teachers.registry import resolve_teacher_dir
+try:
+    print("resolved", resolve_teacher_dir("google-bert/bert-base-uncased"))
+except CompressError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "hub-unreachable"])
+def test_unreachable_hub_id_fails_with_one_sentence_naming_the_alternatives(tmp_path, offline):
+    # A fresh process: huggingface_hub fixes its cache path and offline mode when first imported, so setting
+    # them in this (already importing) process would change nothing. The hub's address is a closed local port.
+    env = {**os.environ, **offline_hub_env(tmp_path, offline=offline)}
+    done = subprocess.run([sys.executable, "-c", _RESOLVE], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    message = done.stdout.strip()
+    assert message.startswith("cannot get 'google-bert/bert-base-uncased' from the Hugging Face hub"), message
     assert "minilm" in message and "local checkpoint directory" in message and "\n" not in message
+    assert ("HF_HUB_OFFLINE is set" in message) == offline
+    assert not list((tmp_path / "hf").rglob("*.safetensors"))
 
 
 def test_export_has_ordinary_permissions(tmp_path):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from helpers import run_cli
+from helpers import offline_hub_env, run_cli
 from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel
 
 
@@ -99,6 +99,9 @@ def test_teachers_list_and_verify(tmp_path):
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["max_abs_diff"] < 1e-5
 
-    offline = run_cli("teachers", "verify", "bert-large", env={"HF_HOME": str(tmp_path)})
+    # Offline mode and an empty private cache are set before the CLI's process imports the hub.
+    offline = run_cli("teachers", "verify", "bert-large", env=offline_hub_env(tmp_path))
     assert offline.returncode == 2
     assert len(offline.stderr.strip().splitlines()) == 1 and "minilm" in offline.stderr
+    assert "cannot get 'google-bert/bert-large-uncased' from the Hugging Face hub" in offline.stderr
+    assert "HF_HUB_OFFLINE is set" in offline.stderr

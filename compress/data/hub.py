@@ -78,6 +78,12 @@ def load_hub(
         loaded = datasets.load_dataset(name, config)
     except Exception as e:  # noqa: BLE001 - any loader failure is reported as one sentence
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if offline:
+            raise CompressError(
+                f"could not load the hub dataset '{name}'{f' ({config})' if config else ''}: HF_HUB_OFFLINE or "
+                f"HF_DATASETS_OFFLINE is set and it is not in the local datasets cache ({first.rstrip('.')}); unset "
+                "them to download it, or give a local .csv/.tsv/.json/.jsonl/.parquet file instead."
+            ) from None
         raise CompressError(
             f"could not load the hub dataset '{name}'{f' ({config})' if config else ''}: {first.rstrip('.')}; "
             "check the name and config."

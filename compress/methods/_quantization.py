@@ -31,28 +31,77 @@ class Quantization(Transform):
     format: QuantMethod
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+# What stays fp32 under int8, by (backend, calibrated), in the words of compress.quantize.sizes.
+_KEPT_FP32 = {("torch", False): "the embedding tables, biases and layer norms",
+              ("onnxruntime", False): "biases and layer norms",
+              ("onnxruntime", True): "the pooler, classifier, biases and layer norms"}
+
+# Speed figures measured by the project, labelled with where and how: speed is never computed from a shape.
+# One run of benchmarks/quantization.py (docs/tutorial.md, section on quantization), x = faster than PyTorch fp32.
+_MEASURED_ON = ("benchmarks/quantization.py on the minilm teacher, MR inputs, sequence length 64, 2 threads, one "
+                "AVX-512 EPYC (docs/tutorial.md); not a measurement of this CPU")
+_MEASURED_SPEED = {
+    "int8": "ONNX Runtime dynamic int8 ran 3.77x and PyTorch int8 2.40x faster than PyTorch fp32 at batch 1 "
+            "(ONNX Runtime 2.29-3.98x over six runs)",
+    "static-int8": "ONNX Runtime static int8 ran 3.30x faster than PyTorch fp32 at batch 1",
+    "onnx": "ONNX Runtime fp32 ran 1.52x faster than PyTorch fp32 at batch 1",
+}
+
+
+def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+    """Bytes of ``fmt`` on the teacher's shape, counted as the backend the run uses stores them
+    (:mod:`compress.quantize.sizes`); the student column is the backend ``--backend`` names, for ``auto``
+    the one tried first. Speed is left to the run, which measures it on this CPU."""
+    from dataclasses import replace
+
+    from compress.quantize.artefacts import candidate_backends
+    from compress.quantize.sizes import fp32_elements, scheme, stored_bytes
     from compress.reports.footprint import footprint, side_by_side
 
+    asked = getattr(options, "backend", "auto")
+    backends = candidate_backends(fmt, asked)
     teacher = footprint(tc, seq_len)
-    int8 = footprint(tc, seq_len, weight_bytes=1.0, linear_only=True)
-    bf16 = footprint(tc, seq_len, weight_bytes=2.0)
-    formula = [
-        "dynamic int8: w_int8 = round(w / s), s = max|w| / 127 per weight matrix; activations are "
-        "quantized on the fly per batch, matrix products run in int8 and are rescaled to fp32",
-        "bf16: every weight stored in 16 bits (8 exponent bits, like fp32, 7 mantissa bits)",
-    ]
-    notes = [
-        "Quantization changes bytes and time, not parameters or FLOPs: the same multiplications "
-        "run on narrower numbers.",
-        "Dynamic int8 quantizes the linear layers only; embeddings and layer norms stay fp32, "
-        f"which is why int8 is {teacher.size_bytes / int8.size_bytes:.2f}x smaller here, not 4x.",
-        "Reference: int8 dynamic quantization of BERT on CPU is about 1.8x faster with under one "
-        "point of accuracy lost; compress measures it on your CPU.",
-    ]
-    out = side_by_side("quantize", name, teacher, int8, formula, notes)
-    out["precisions"] = {"fp32": teacher.size_bytes, "int8_dynamic": int8.size_bytes, "bf16": bf16.size_bytes}
+    student = replace(teacher, size_bytes=stored_bytes(tc, fmt.dtype, backends[0], fmt.calibrated))
+    formula = [scheme(fmt.dtype, b, fmt.calibrated) for b in backends]
+    notes = ["Quantization changes bytes and time, not parameters or FLOPs: the same multiplications "
+             "run on narrower numbers."]
+    if fmt.dtype == "int8":
+        total = teacher.size_bytes // 4
+        for b in backends:
+            size = stored_bytes(tc, "int8", b, fmt.calibrated)
+            notes.append(f"{b}: {teacher.size_bytes / size:.2f}x fewer bytes than fp32, not 4x: "
+                         f"{_KEPT_FP32[(b, fmt.calibrated)]} stay fp32 "
+                         f"({fp32_elements(tc, b, fmt.calibrated) / total:.1%} of the parameters), plus the scales.")
+    if len(backends) > 1:
+        notes.append(f"--backend auto (the default) builds {' and '.join(backends)}, times both on this CPU and "
+                     f"keeps the faster; the student column shows {backends[0]}'s bytes.")
+    notes.append("Bytes are those of the stored tensors (weights, scales, zero points), counted from the shape as "
+                 "each backend stores them; the file adds its structure (ONNX graph, safetensors header), "
+                 "under 1% at minilm's size.")
+    notes.append(_speed_note(fmt))
+    out = side_by_side("quantize", name, teacher, student, formula, notes)
+    out["backend"] = backends[0]
+    out["precisions"] = {"fp32": teacher.size_bytes} | {
+        f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated)
+        for m in all_methods("transform") if isinstance(m, Quantization) and m.format.dtype != "fp32"
+        for b in m.format.backends}
     return out
+
+
+def _speed_note(fmt: QuantMethod) -> str:
+    """What is known about speed: measured by the run on this CPU; for half precision, whether this CPU has
+    the units (read now); otherwise one labelled measurement from the project's benchmark."""
+    from compress.bench.machine import cpu_features
+    from compress.quantize.torch_backend import HALF_DTYPES, half_available
+
+    run = f"Speed is not computed from a shape: `compress run {fmt.name}` times it on this CPU."
+    if fmt.dtype in HALF_DTYPES:
+        reason = half_available(fmt.dtype, cpu_features())
+        here = reason[0].upper() + reason[1:] if reason else f"This CPU computes in {fmt.dtype} natively."
+        return f"{run} {here}"
+    if fmt.name in _MEASURED_SPEED:
+        return f"{run} For scale only: {_MEASURED_SPEED[fmt.name]} in {_MEASURED_ON}."
+    return run
 
 
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
@@ -77,9 +126,12 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         return quantize_run(config, fmt, options.backend, show_progress, pipeline)
 
+    def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+        return explain(fmt, teacher, tc, seq_len, options)
+
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
-        why=why, explain=explain, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
+        why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students,
         check=check, run=run,
     ))

@@ -254,13 +254,19 @@ def fetch_from_hub(repo_id: str) -> Path:
 
     Fails with one sentence that names the offline alternatives when the hub cannot be reached.
     """
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, is_offline_mode, snapshot_download
 
     patterns = ["config.json", "*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES]
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached; try the network below
         pass
+    if is_offline_mode():  # HF_HUB_OFFLINE=1: huggingface_hub would refuse the network with a long message
+        raise CompressError(
+            f"cannot get {repo_id!r} from the Hugging Face hub: HF_HUB_OFFLINE is set and it is not in the hub "
+            f"cache ({constants.HF_HUB_CACHE}); unset HF_HUB_OFFLINE to download it, or use the bundled teacher "
+            "'minilm' or a local checkpoint directory (--teacher path/to/dir)."
+        )
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as e:  # noqa: BLE001 - any hub failure becomes one sentence

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from compress.data.batching import tokenize_task
+from compress.data.task import TaskData
 from compress.device import resolve_device
 from compress.errors import CompressError
 from compress.prune.options import VocabOptions
@@ -43,10 +44,13 @@ def vocab_prune_run(config: RunConfig, options: VocabOptions, show_progress: boo
         return _prune_vocab(config, options, source, out, pipeline)
 
 
-def _texts(source: Source, splits: tuple[str, ...]) -> tuple[list[str], list[str] | None]:
+def vocab_texts(task: TaskData, vocab_from: str) -> tuple[list[str], list[str] | None]:
+    """The texts (and text pairs) whose tokens are kept: the training split, or every split for ``all``
+    (`compress explain prune-vocab` counts with this too)."""
+    splits = ("train",) if vocab_from == "train" else tuple(task.splits)
     texts, pairs = [], []
     for name in splits:
-        split = source.task.splits[name]
+        split = task.splits[name]
         texts += split["text"]
         if "text_pair" in split.column_names:
             pairs += split["text_pair"]
@@ -57,8 +61,7 @@ def _prune_vocab(config: RunConfig, options: VocabOptions, source: Source, out: 
                  pipeline: str | None) -> RunResult:
     start = time.perf_counter()
     tokenizer = load_tokenizer(str(source.directory))
-    splits = ("train",) if options.vocab_from == "train" else tuple(source.task.splits)
-    keep = used_token_ids(tokenizer, *_texts(source, splits))
+    keep = used_token_ids(tokenizer, *vocab_texts(source.task, options.vocab_from))
     check_keep(tokenizer, keep, source.model.config.vocab_size)
     model, new_tokenizer = prune_vocabulary(source.model, tokenizer, keep)
     data = tokenize_task(source.task, new_tokenizer, max_length=source.data.max_length)

@@ -1,5 +1,5 @@
-"""Train a tiny dropout-free encoder with compress's training loop and write its per-step losses and final
-weights' checksum to ARGV[1] (rank 0). Run alone or under torchrun by tests/test_distributed.py."""
+"""Train a tiny dropout-free encoder with compress's training loop and write its per-step losses to ARGV[1] and its
+final weights to ARGV[1].safetensors (rank 0). Run alone or under torchrun by tests/test_distributed.py."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 
 import torch
+from safetensors.torch import save_file
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 from helpers import tiny_config  # noqa: E402
@@ -51,9 +52,8 @@ def main() -> None:
     result = train_stage(model, loss_fn, batches, lambda: batches(99), TrainConfig(epochs=2, lr=1e-3, seed=1),
                          device=torch.device("cpu"), log=Log(), show_progress=False)  # type: ignore[arg-type]
     if w.is_main:
-        weights = sum(float(p.detach().double().abs().sum()) for p in model.parameters())
-        json.dump({"world": w.size, "losses": losses, "weights": weights, "dev": result.best_dev},
-                  open(sys.argv[1], "w"))
+        save_file({name: p.detach().contiguous() for name, p in model.named_parameters()}, sys.argv[1] + ".safetensors")
+        json.dump({"world": w.size, "losses": losses, "dev": result.best_dev}, open(sys.argv[1], "w"))
 
 
 if __name__ == "__main__":

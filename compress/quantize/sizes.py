@@ -1,0 +1,107 @@
+"""Bytes of a quantized model's tensors computed from its shape alone, backend by backend, as each stores them.
+
+`compress explain` needs sizes for teachers whose weights are not on this machine (bert-large), so
+they are counted, not measured; what each backend stores was read off the artefacts compress writes
+(tests/test_explain_numbers.py compares these counts with real artefacts, so the two cannot drift):
+
+* PyTorch dynamic int8 (``torch.ao``): every ``nn.Linear`` weight in int8 with one fp32 scale and one
+  int64 zero point per matrix; biases, embedding tables and layer norms stay fp32.
+* ONNX Runtime dynamic int8: every linear weight in int8 with one fp32 scale and one int8 zero point
+  per output channel; every embedding table (a ``Gather``) in uint8 with one scale and zero point per
+  table; biases and layer norms stay fp32.
+* ONNX Runtime static int8 (QDQ, asked to quantize MatMul and Gather): as dynamic, except that the
+  pooler and classifier, exported as ``Gemm``, stay fp32; the activations' scales and zero points (a
+  few bytes each) are left out.
+* half precision (PyTorch): every tensor in 2 bytes; fp32 (PyTorch or ONNX): 4 bytes.
+
+The files add their own structure (the ONNX graph, the safetensors header) on top of these bytes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+
+FP32 = 4
+SCALE = 4                 # one fp32 scale
+TORCH_ZERO_POINT = 8      # torch.ao's zero point, saved as int64
+ORT_ZERO_POINT = 1        # ONNX Runtime's zero point, int8 or uint8
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+# The heads run on one vector per sequence; the ONNX export writes them as Gemm, not MatMul.
+GEMM_MODULES = ("pooler", "classifier")
+
+# How each backend turns a weight into its stored form, in the terms of the lists above.
+SCHEMES: dict[tuple[str, str, bool], str] = {
+    ("int8", "torch", False):
+        "PyTorch (torch.ao) dynamic int8: each linear weight matrix W -> round(W / s) in int8, one scale per "
+        "matrix, s = max|W| / 127.5; embedding tables, biases and layer norms stay fp32; activations are "
+        "quantized on the fly, batch by batch, and the int8 products rescaled to fp32",
+    ("int8", "onnxruntime", False):
+        "ONNX Runtime dynamic int8: each linear weight -> round(w / s_c) in int8, one scale per output "
+        "channel c, s_c = max|w_c| / 127; each embedding table -> round(w / s) + z in uint8, one scale and "
+        "zero point per table, s = (max w - min w) / 255 over a range that holds 0; biases and layer norms stay "
+        "fp32; activations are quantized on the fly, batch by batch, and the int8 products rescaled to fp32",
+    ("int8", "onnxruntime", True):
+        "ONNX Runtime static int8 (QDQ): weights as in its dynamic int8 (int8 per output channel, embedding "
+        "tables uint8 per table) except the pooler and classifier, which stay fp32; activations in uint8 with "
+        "scales fixed in advance from calibration batches of training examples",
+    ("bf16", "torch", False): "bf16: every tensor stored in 16 bits (8 exponent bits, like fp32, 7 mantissa bits)",
+    ("fp16", "torch", False): "fp16: every tensor stored in 16 bits (5 exponent bits, 10 mantissa bits)",
+    ("fp32", "onnxruntime", False): "ONNX fp32: the same fp32 tensors, exported to an ONNX graph",
+}
+
+
+def scheme(dtype: str, backend: str, calibrated: bool = False) -> str:
+    """The sentence saying how ``backend`` stores weights in ``dtype``."""
+    return SCHEMES[(dtype, backend, calibrated)]
+
+
+def _meta_encoder(config: EncoderConfig) -> Encoder:
+    with torch.device("meta"):
+        return Encoder(config)
+
+
+def _own_elements(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters(recurse=False))
+
+
+def _int8_module_bytes(name: str, module: nn.Module, backend: str, calibrated: bool) -> int:
+    """Bytes of one module's own parameters under int8 on ``backend``."""
+    if isinstance(module, nn.Linear):
+        weight = module.weight.numel()
+        bias = module.bias.numel() * FP32 if module.bias is not None else 0
+        if backend == "torch":
+            return weight + SCALE + TORCH_ZERO_POINT + bias
+        if calibrated and name in GEMM_MODULES:
+            return weight * FP32 + bias
+        return weight + module.out_features * (SCALE + ORT_ZERO_POINT) + bias
+    if isinstance(module, nn.Embedding) and backend == "onnxruntime":
+        return module.weight.numel() + SCALE + ORT_ZERO_POINT
+    return _own_elements(module) * FP32
+
+
+def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False) -> int:
+    """Parameters that int8 on ``backend`` leaves in fp32 (biases, layer norms, and what it does not quantize)."""
+    model = _meta_encoder(config)
+    quantized = 0
+    for name, module in model.named_modules():
+        kept_fp32 = backend == "onnxruntime" and calibrated and name in GEMM_MODULES
+        linear = isinstance(module, nn.Linear) and not kept_fp32
+        if linear or (isinstance(module, nn.Embedding) and backend == "onnxruntime"):
+            quantized += module.weight.numel()
+    return sum(p.numel() for p in model.parameters()) - quantized
+
+
+def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bool = False) -> int:
+    """Bytes of the tensors the ``backend`` artefact of a ``dtype`` model of this shape stores (weights, scales,
+    zero points; no file structure). A module shared by several layers is stored once."""
+    model = _meta_encoder(config)
+    if dtype in DTYPE_BYTES:
+        return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
+    if dtype != "int8" or backend not in ("torch", "onnxruntime"):
+        raise ValueError(f"no size model for {dtype} on {backend}")
+    return sum(_int8_module_bytes(name, module, backend, calibrated) for name, module in model.named_modules())

@@ -1,0 +1,98 @@
+"""``--precision bf16`` is applied: the linear layers compute in bf16 during the student's training steps.
+
+The checks read dtypes, not numbers: under autocast a Linear's output is bf16 on every CPU (emulated where the
+CPU has no bf16 units), so they hold on AVX2 and AVX-512 machines alike, and a run that ignored autocast (or
+never passed the flag down to the training loop) fails them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import torch
+from helpers import REPO, make_tiny_teacher, padded_batch, tiny_config, write_tiny_csv
+from torch import nn
+
+from compress.models.encoder import Encoder
+from compress.teachers.finetune import hard_label_loss
+from compress.training import TrainConfig, train_stage
+
+
+@contextmanager
+def linear_output_dtypes() -> Iterator[Counter]:
+    """Counts, by dtype, the outputs of every nn.Linear called in training mode with gradients on (training
+    steps; evaluation runs in eval mode under no_grad and is left out)."""
+    seen: Counter = Counter()
+
+    def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        if isinstance(module, nn.Linear) and module.training and torch.is_grad_enabled():
+            seen[output.dtype] += 1
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", torch.float32), ("bf16", torch.bfloat16)])
+def test_a_training_step_runs_its_forward_pass_in_the_precision_asked(precision, dtype):
+    torch.manual_seed(0)
+    model = Encoder(tiny_config(num_labels=2))
+    batch = {**padded_batch(), "labels": torch.tensor([0, 1, 0])}
+    config = TrainConfig(epochs=1, batch_size=3, lr=1e-3, precision=precision)
+    with linear_output_dtypes() as seen:
+        train_stage(model, hard_label_loss, lambda epoch: [batch, batch], lambda: [batch], config,
+                    device=torch.device("cpu"), show_progress=False)
+    linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+    assert set(seen) == {dtype} and seen[dtype] == 2 * linears  # every Linear, both steps
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # weights and their updates stay fp32
+
+
+# The real CLI in a fresh process, with the same hook installed before the run starts; the counts go to a file.
+_HOOKED_CLI = """
+import json, sys
+from collections import Counter
+import torch
+seen = Counter()
+def hook(module, args, output):
+    if isinstance(module, torch.nn.Linear) and module.training and torch.is_grad_enabled():
+        seen[str(output.dtype)] += 1
+torch.nn.modules.module.register_module_forward_hook(hook)
+record, sys.argv = sys.argv[1], ["compress", *sys.argv[2:]]
+from compress.cli.app import main
+try:
+    main()
+finally:
+    open(record, "w").write(json.dumps(seen))
+"""
+
+
+def _hooked_run(root, teacher, csv, precision: str) -> dict[str, int]:
+    record = root / f"dtypes-{precision}.json"
+    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--out", str(root / precision),
+            "--precision", precision, "--epochs", "1", "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "2",
+            "--teacher-lr", "3e-3", "--teacher-batch-size", "8", "--json"]
+    env = {**os.environ, "COMPRESS_CACHE": str(root / "cache"), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", _HOOKED_CLI, str(record), *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((root / precision / "config.json").read_text())["run"]["precision"] == precision
+    return json.loads(record.read_text())
+
+
+def test_the_run_flag_reaches_the_students_training_steps(tmp_path):
+    teacher, csv = make_tiny_teacher(tmp_path / "teacher"), write_tiny_csv(tmp_path / "reviews.csv")
+    # fp32 first: it fine-tunes the teacher (in fp32, whatever --precision says) and caches it, so the
+    # bf16 run below trains the student only.
+    fp32 = _hooked_run(tmp_path, teacher, csv, "fp32")
+    assert set(fp32) == {"torch.float32"}
+    bf16 = _hooked_run(tmp_path, teacher, csv, "bf16")
+    assert set(bf16) == {"torch.bfloat16"}
