@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import datasets
 
@@ -151,19 +151,9 @@ class TaskData:
             splits[name] = self.splits[name].select(keep)
         dropped = {name: self.dropped.get(name, 0) + overlap[name] for name in ("dev", "test")}
         text = " and ".join(f"{overlap[name]} {name}" for name in ("dev", "test") if overlap[name])
-        return TaskData(
-            name=self.name,
-            label_names=list(self.label_names),
-            splits=datasets.DatasetDict(splits),
-            label_source=self.label_source,
-            source=self.source,
-            split_info=SplitInfo(
-                method=f"{self.split_info.method}; then {text} rows whose text occurs in train dropped (--dedupe)",
-                proportions=self.split_info.proportions,
-                seed=self.split_info.seed,
-            ),
-            dropped=dropped,
-        )
+        method = f"{self.split_info.method}; then {text} rows whose text occurs in train dropped (--dedupe)"
+        return replace(self, splits=datasets.DatasetDict(splits), dropped=dropped,
+                       split_info=replace(self.split_info, method=method))
 
     def subset(self, max_per_split: int | Mapping[str, int]) -> TaskData:
         """A smaller task with the first examples of each split (splits are already shuffled).
@@ -178,19 +168,9 @@ class TaskData:
                 for name, ds in self.splits.items()
             }
         )
-        return TaskData(
-            name=self.name,
-            label_names=list(self.label_names),
-            splits=splits,
-            label_source=self.label_source,
-            source=self.source,
-            split_info=SplitInfo(
-                method=f"{self.split_info.method}; then the first {max_per_split} of each split",
-                proportions=self.split_info.proportions,
-                seed=self.split_info.seed,
-            ),
-            dropped=dict(self.dropped),
-        )
+        method = f"{self.split_info.method}; then the first {max_per_split} of each split"
+        return replace(self, splits=splits, dropped=dict(self.dropped),
+                       split_info=replace(self.split_info, method=method))
 
 
 def _same_text(text: str) -> str:
