@@ -37,6 +37,8 @@ class Executor:
             raise CompressError("--address, --cpus-per-run and --gpus-per-run are for --executor ray.")
         if not self.cpus_per_run > 0 or self.gpus_per_run < 0:
             raise CompressError("--cpus-per-run must be positive and --gpus-per-run 0 or more.")
+        if self.kind == "ray":
+            _ray()  # missing Ray fails here, before a comparison creates its directory or trains anything
 
 
 def run_all(steps: list[Any], run_one: Callable[..., T], executor: Executor,
@@ -52,13 +54,18 @@ def run_all(steps: list[Any], run_one: Callable[..., T], executor: Executor,
     return results
 
 
-def _on_ray(steps: list[Any], run_one: Callable[..., T], executor: Executor,
-            say: Callable[[str], None]) -> dict[str, T]:
+def _ray() -> Any:
     try:
         import ray
     except ImportError:
         raise CompressError("--executor ray needs Ray, which is not installed: pip install 'compress[ray]'.") \
             from None
+    return ray
+
+
+def _on_ray(steps: list[Any], run_one: Callable[..., T], executor: Executor,
+            say: Callable[[str], None]) -> dict[str, T]:
+    ray = _ray()
     started = not ray.is_initialized()
     if started:
         # The tasks read and write the same cache as this process (one machine or a shared filesystem).
