@@ -8,12 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from torch import nn
-
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
 
 
 @dataclass(frozen=True)
@@ -36,22 +32,10 @@ class Footprint:
         }
 
 
-def _linear_weight_elements(config: EncoderConfig) -> int:
-    with torch.device("meta"):
-        model = Encoder(config)
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-
-
-def footprint(config: EncoderConfig, seq_len: int, weight_bytes: float = 4.0,
-              linear_only: bool = False) -> Footprint:
-    """A shape's footprint. ``weight_bytes`` applies to every parameter, or, with ``linear_only``,
-    to the weights of linear layers while the rest stays fp32 (dynamic int8 quantization)."""
+def footprint(config: EncoderConfig, seq_len: int) -> Footprint:
+    """A shape's footprint, its size in fp32 (what each quantization stores: compress.quantize.sizes)."""
     count = count_parameters(config)
-    if linear_only:
-        linear = _linear_weight_elements(config)
-        size = int(linear * weight_bytes + (count.total - linear) * 4)
-    else:
-        size = int(count.total * weight_bytes)
+    size = count.total * 4
     return Footprint(config, count.backbone, count.by_component, count.classifier,
                      flops_per_sequence(config, seq_len), size)
 
