@@ -123,3 +123,17 @@ def chromium_page(html: Path) -> Iterator[tuple[Any, list[str]]]:
             yield page, requested
         finally:
             browser.close()
+
+
+def interruptible_run(root: Path, epochs: int = 3) -> dict[str, Any]:
+    """A tiny distilbert run long enough to interrupt after its first epoch's checkpoint, and the same run
+    uninterrupted (``reference``) to compare against; checkpoints at epoch ends only."""
+    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+    teacher, csv = make_tiny_teacher(root / "teacher"), write_tiny_csv(root / "reviews.csv", copies=30)
+    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", str(epochs),
+            "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
+            "--teacher-batch-size", "8", "--threads", "1", "--checkpoint-every", "0"]
+    reference = root / "uninterrupted"
+    done = run_cli(*args, "--out", str(reference), env=env)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "env": env, "args": args, "reference": reference}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import REPO, interruptible_run, run_cli
 
 from compress.resume import Resume
 
@@ -75,16 +75,7 @@ def test_a_kill_between_recording_the_digest_and_the_rename_leaves_the_previous_
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("damaged")
-    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
-    teacher, csv = make_tiny_teacher(root / "teacher"), write_tiny_csv(root / "reviews.csv", copies=30)
-    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", "3",
-            "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
-            "--teacher-batch-size", "8", "--threads", "1", "--checkpoint-every", "0"]
-    reference = root / "uninterrupted"
-    done = run_cli(*args, "--out", str(reference), env=env)
-    assert done.returncode == 0, done.stderr
-    return {"root": root, "env": env, "args": args, "reference": reference}
+    return interruptible_run(tmp_path_factory.mktemp("damaged"), 3)
 
 
 def test_a_damaged_checkpoint_of_a_real_run_is_refused_and_the_run_starts_afresh(tiny):

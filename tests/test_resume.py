@@ -11,23 +11,14 @@ import sys
 import time
 
 import pytest
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import REPO, interruptible_run, run_cli
 
 EPOCHS = 3
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume")
-    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
-    teacher, csv = make_tiny_teacher(root / "teacher"), write_tiny_csv(root / "reviews.csv", copies=30)
-    args = ["run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--epochs", str(EPOCHS),
-            "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
-            "--teacher-batch-size", "8", "--threads", "1", "--checkpoint-every", "0"]
-    reference = root / "uninterrupted"
-    done = run_cli(*args, "--out", str(reference), env=env)
-    assert done.returncode == 0, done.stderr
-    return {"root": root, "env": env, "args": args, "reference": reference}
+    return interruptible_run(tmp_path_factory.mktemp("resume"), EPOCHS)
 
 
 def _losses(run_dir) -> list[tuple[int, float]]:
