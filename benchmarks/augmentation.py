@@ -21,7 +21,7 @@ import time
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-import compress.students.tinybert.augment as augment
+import compress.students.augment as augment
 from compress.bench.machine import cpu_model
 from compress.bench.timing import fixed_threads
 from compress.data.named import load_named

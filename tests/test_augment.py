@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from compress.students.tinybert.augment import (
+from compress.students.augment import (
     AugmentConfig,
     EmbeddingNeighbours,
     _split_word,
@@ -271,7 +271,7 @@ def test_mlm_replacements_follow_algorithm_1(tokenizer, neighbours, tiny_mlm):
 def test_masked_lm_is_asked_about_a_block_of_texts_at_once(tokenizer, neighbours, monkeypatch, capfd):
     # One call per word position for a whole block of texts (not per text), with the same result: every copy
     # draws from its own generator, and the masked LM sees each copy as built so far.
-    import compress.students.tinybert.augment as augment
+    import compress.students.augment as augment
 
     calls: list[int] = []
     printed: list[str] = []   # stderr, read at every call: the bar moves while the masked LM is asked
@@ -303,7 +303,7 @@ def test_augmented_train_split_is_cached_and_reused(tokenizer, tmp_path, monkeyp
     from helpers import write_tiny_csv
 
     from compress.data import load_task, tokenize_task
-    from compress.students.tinybert import augment
+    from compress.students import augment
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
     task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))
@@ -329,7 +329,7 @@ def test_masked_lm_false_never_asks_the_masked_lm(tokenizer, tmp_path, monkeypat
     from helpers import write_tiny_csv
 
     from compress.data import load_task, tokenize_task
-    from compress.students.tinybert import augment
+    from compress.students import augment
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
     task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))

@@ -281,8 +281,8 @@ class _FewNeighbours:
 
 
 def test_damaged_augmented_train_split_is_made_again(task, tokenizer, _isolated_cache, capfd, monkeypatch):
-    from compress.students.tinybert import augment
-    from compress.students.tinybert.augment import AugmentConfig
+    from compress.students import augment
+    from compress.students.augment import AugmentConfig
 
     monkeypatch.setattr(augment.EmbeddingNeighbours, "from_checkpoint", lambda *args, **kwargs: _FewNeighbours())
     teacher_dir = MINILM

@@ -235,7 +235,7 @@ def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny,
     per replaced word)."""
     from compress.runs import pipeline as runner
     from compress.runs.config import RunConfig
-    from compress.students.tinybert import augment
+    from compress.students import augment
     from compress.teachers.finetune import FinetuneConfig
     from compress.training import TrainConfig
 

@@ -79,7 +79,7 @@ def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data, when the options ask for it: replacements from the teacher's word-embedding
     neighbours, as measured on MR, not from a masked-LM head (with BERT-large one forward pass per replaced
     word would take hours on a CPU before the first step)."""
-    from compress.students.tinybert.augment import augmented_for
+    from compress.students.augment import augmented_for
 
     return augmented_for(run, options.augment_copies, masked_lm=False)
 

@@ -3,7 +3,7 @@ prediction-layer distillation, optionally after general distillation on raw text
 augmentation.
 
 Engines: :mod:`compress.students.tinybert`, :func:`compress.distill.recipes.tinybert_recipe`,
-:mod:`compress.students.tinybert.general` and :mod:`compress.students.tinybert.augment`.
+:mod:`compress.students.tinybert.general` and :mod:`compress.students.augment`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x 
 
 def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data and a general-distilled starting point, when the options ask for them."""
-    from compress.students.tinybert.augment import augmented_for
+    from compress.students.augment import augmented_for
     from compress.students.tinybert.general import general_distillation
 
     data = augmented_for(run, options.augment_copies)

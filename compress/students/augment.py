@@ -1,4 +1,5 @@
-"""TinyBERT data augmentation (Jiao et al. 2020, Algorithm 1): word replacement by near neighbours.
+"""Data augmentation for the students that ask for it (TinyBERT and ALBERT): TinyBERT's Algorithm 1 (Jiao et al. 2020),
+word replacement by near neighbours.
 
 For every training text we keep the original and make ``copies`` (N_a) augmented copies. In each
 copy we walk over the words left to right; each *replaceable* word is replaced with probability
