@@ -23,10 +23,10 @@ from pathlib import Path
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.data.load import load_task
-from compress.methods._quantization import quant_format
+from compress.methods.quantization import quant_format
+from compress.methods.quantization.verb import calibration_batches
 from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
-from compress.runs.quantization import calibration_batches
 from compress.runs.source import run_source
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -31,9 +31,48 @@ import torch
 from compress.cache import sha256_file
 from compress.distributed import world
 from compress.paths import atomic_file, atomic_write_text, cache_dir, notice
-from compress.train_config import DEFAULT_EVERY
+from compress.train_config import DEFAULT_EVERY, StageRecord
 
 FORMAT = 2   # 2: the state's sha256 recorded beside it
+
+
+class RngState(TypedDict, total=False):
+    """The random generators' states (``cuda`` only where CUDA is)."""
+
+    torch: torch.Tensor
+    numpy: tuple[str, torch.Tensor, int, int, float]
+    cuda: list[torch.Tensor]
+
+
+class TrainState(TypedDict):
+    """One training stage's state at a checkpoint (:func:`compress.training.train_stage` writes and reads it)."""
+
+    epoch: int
+    batches: int                  # batches of ``epoch`` already trained (0: at the epoch's end)
+    evaluating: bool              # saved after the epoch's training, before its evaluation
+    step: int
+    model: dict[str, torch.Tensor]
+    extra: list[torch.Tensor]     # the objective's own parameters (projections)
+    optimizer: dict[str, Any]     # torch's own state dicts, whatever their optimizer holds
+    scheduler: dict[str, Any]
+    scaler: dict[str, Any]
+    rng: RngState
+    best_score: float | None
+    best_state: dict[str, torch.Tensor] | None
+    bad_epochs: int
+    result: dict[str, Any]        # the StageResult so far, as asdict
+
+
+class Checkpoint(TypedDict):
+    """state.pt: the stage being trained, the stages finished before it, the log so far."""
+
+    format: int
+    time: float
+    stage: int
+    stages_done: list[StageRecord]
+    log: str
+    train: TrainState
+    generators: list[torch.Tensor]
 
 
 @dataclass
@@ -41,21 +80,21 @@ class StageCheckpoints:
     """What a training stage needs to checkpoint: how often, where to, and the state to continue from."""
 
     every: int                               # steps between checkpoints (0: epoch ends only)
-    save: Callable[[dict[str, Any]], None]   # stores the stage's training state
-    restored: dict[str, Any] | None          # the stage's state to continue from, if any
+    save: Callable[[TrainState], None]       # stores the stage's training state
+    restored: TrainState | None              # the stage's state to continue from, if any
 
 
-def rng_state() -> dict[str, Any]:
+def rng_state() -> RngState:
     """The random generators a training step draws from (dropout, shuffling helpers)."""
     kind, keys, position, has_gauss, gauss = np.random.get_state()
-    state = {"torch": torch.get_rng_state(),
-             "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss)}
+    state = RngState(torch=torch.get_rng_state(),
+                     numpy=(kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss))
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: RngState) -> None:
     torch.set_rng_state(state["torch"])
     kind, keys, position, has_gauss, gauss = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
@@ -78,7 +117,7 @@ class Resume:
         self.saved = self._load()
         self.said = False
 
-    def _load(self) -> dict[str, Any] | None:
+    def _load(self) -> Checkpoint | None:
         if not self.file.is_file():
             return None
         try:
@@ -107,7 +146,7 @@ class Resume:
         if world().is_main:
             notice(f"the checkpoint of {self.what} in {self.file} {why}; starting from the beginning.")
 
-    def _store(self, state: dict[str, Any]) -> None:
+    def _store(self, state: Checkpoint) -> None:
         """Write ``state`` so that a kill at any moment leaves a checkpoint that passes its check: the new
         file's digest is recorded (beside the old one) before the file takes ``state.pt``'s place, and the
         old digest goes once it has."""
@@ -118,7 +157,7 @@ class Resume:
         atomic_write_text(self.digests, json.dumps({"sha256": [new]}))
         self.stored = new
 
-    def finished_stages(self) -> list[dict[str, Any]]:
+    def finished_stages(self) -> list[StageRecord]:
         """The summaries of the stages that were complete when the checkpoint was saved."""
         return list(self.saved["stages_done"]) if self.saved else []
 
@@ -126,7 +165,7 @@ class Resume:
         """The log the run had written when the checkpoint was saved."""
         return self.saved["log"] if self.saved else ""
 
-    def stage(self, index: int, done: list[dict[str, Any]], log: Path | None = None,
+    def stage(self, index: int, done: list[StageRecord], log: Path | None = None,
               generators: tuple[torch.Generator, ...] = ()) -> StageCheckpoints:
         """Checkpoints for stage ``index`` (after the stages ``done``), continuing from the saved state
         when it was saved during this stage. ``log`` is the run's log file, saved with the state;
@@ -149,13 +188,12 @@ class Resume:
                     notice(f"resuming {self.what} from its checkpoint at {where} (saved {saved_at}); "
                            f"`rm -r {self.directory}` starts it afresh.")
 
-        def save(train: dict[str, Any]) -> None:
+        def save(train: TrainState) -> None:
             if not world().is_main:
                 return
-            state = {"format": FORMAT, "time": time.time(), "stage": index, "stages_done": list(done),
-                     "log": log.read_text() if log is not None and log.is_file() else "", "train": train,
-                     "generators": [g.get_state() for g in generators]}
-            self._store(state)
+            self._store(Checkpoint(format=FORMAT, time=time.time(), stage=index, stages_done=list(done),
+                                   log=log.read_text() if log is not None and log.is_file() else "", train=train,
+                                   generators=[g.get_state() for g in generators]))
 
         return StageCheckpoints(self.every, save, restored)
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
 PRECISION_NAMES = ("fp32", "bf16", "fp16")
@@ -57,3 +58,25 @@ class FinetuneConfig:
 
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32, layer_decay=0.8))
     max_length: int | None = None     # None: the 99th percentile of train lengths, capped
+
+
+class StageRecord(TypedDict, total=False):
+    """What a run records of one training stage it ran (metrics.json's ``stages``)."""
+
+    stage: str
+    best_epoch: int
+    best_dev: dict[str, float]
+    seconds: float
+    stopped_early: bool
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What every stage of one run trains with, whatever its recipe: a run's batch size, seed, early stopping
+    and precision (a student's distillation, a transform's recovery)."""
+
+    batch_size: int = 32
+    seed: int = 13
+    patience: int | None = None
+    precision: str = "fp32"

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 import torch
@@ -65,7 +65,7 @@ def check_precision(precision: str, device: torch.device) -> None:
 class StageResult:
     """What a stage produced: the dev metrics per epoch and which epoch was kept."""
 
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, str | int | float]] = field(default_factory=list)
     best_epoch: int = 0
     best_dev: dict[str, float] | None = None
     seconds: float = 0.0

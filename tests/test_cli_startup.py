@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, make_tiny_teacher, write_tiny_csv
 
-from compress.methods.registry import names
+from compress.registry import names
 
 HEAVY = ("torch", "transformers", "datasets", "onnxruntime", "sklearn", "matplotlib", "ray")
 

@@ -12,6 +12,7 @@ from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.bench.machine import cpu_features
 from compress.quantize.torch_backend import half_available
+from compress.registry import all_methods, names
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS
 from compress.reports.records import Comparison
 from compress.runs.compare import PRUNING_PIPELINE, default_methods, plan_runs
@@ -64,7 +65,9 @@ def test_comparison_has_every_method_with_every_field(compared):
     _int8_is_smaller(by_name["int8"], teacher["size_bytes"])
     # bf16 is compared by default only where the CPU has bf16 units (elsewhere it runs emulated, slowly).
     assert ("bf16" in by_name) == (half_available("bf16", cpu_features()) is None)
-    for student in ("albert", "distilbert", "tinybert"):
+    students = [m.name for m in all_methods("student") if m.in_compare()]   # each default student, then int8
+    assert students
+    for student in students:
         pipeline, first = by_name[f"{student}+int8"], by_name[student]
         assert pipeline["kind"] == "pipeline" and pipeline["steps"] == [student, f"{student}+int8"]
         assert pipeline["params"] == first["params"]
@@ -79,13 +82,16 @@ def test_comparison_has_every_method_with_every_field(compared):
         assert f"({step_bytes:.2f}x fewer bytes than its input, {student})" in pipeline["explanation"]
         assert pipeline["explanation"].startswith(f"{first['label']}: {first['explanation']} ")  # against the teacher
     # Pruning's rows carry the per-layer picture of what was kept, and the report draws it.
-    prune = by_name["prune"]["layers"]
+    [layers] = by_name["prune"]["sections"]   # pruning's own part of its row: what each layer kept
+    assert layers["name"] == "layers" and layers["headers"][1] == "heads kept"
+    kept = [(cells[0], *cells[1].split(" / "), *cells[3].split(" / ")) for cells in layers["rows"]]
+    prune = [dict(zip(("layer", "heads", "heads_of", "ffn", "ffn_of"), map(int, row))) for row in kept]
     assert [row["layer"] for row in prune] == [1, 2, 3, 4]
     assert all(0 <= row["heads"] <= row["heads_of"] and 0 <= row["ffn"] <= row["ffn_of"] for row in prune)
     assert sum(row["heads"] for row in prune) < sum(row["heads_of"] for row in prune)
-    assert by_name["distilbert"]["layers"] is None and by_name["prune-vocab"]["layers"] is None
+    assert by_name["distilbert"]["sections"] == [] and by_name["prune-vocab"]["sections"] == []
     assert by_name[PRUNING_PIPELINE]["steps"] == ["distilbert", "distilbert+prune", PRUNING_PIPELINE]
-    assert by_name[PRUNING_PIPELINE]["layers"] == by_name["distilbert+prune"]["layers"] is not None
+    assert by_name[PRUNING_PIPELINE]["sections"] == by_name["distilbert+prune"]["sections"] != []
     assert "FFN neurons kept" in (compared["out"] / "comparison.md").read_text()
     assert data["accuracy_standard_error"] == pytest.approx(
         (teacher["accuracy"] * (1 - teacher["accuracy"]) / data["dataset"]["sizes"]["test"]) ** 0.5)
@@ -132,7 +138,7 @@ def test_unknown_method_is_one_line(compared):
     done = run_cli("compare", "--methods", "albert,pruning", "--out", str(compared["root"] / "never"),
                    env=compared["env"])
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "pruning" in done.stderr and "known: albert" in done.stderr
+    assert done.stderr.count("\n") == 1 and "pruning" in done.stderr and f"known: {', '.join(names())}" in done.stderr
     assert not (compared["root"] / "never").exists()
 
 

@@ -271,9 +271,10 @@ def test_the_summary_table_keeps_its_headers_and_numbers_whole_without_a_termina
     from rich.console import Console
 
     from compress.cli.compare import _table
+    from compress.reports.comparison_data import read_comparison
 
     console = Console(width=80, record=True, file=io.StringIO())
-    console.print(_table(_with_long_labels(comparison)))
+    console.print(_table(read_comparison(_with_long_labels(comparison))))
     text = console.export_text()
     for header in ("params", "accuracy", "retention", "latency ms", "speed-up"):
         assert header in text

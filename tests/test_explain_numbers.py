@@ -17,13 +17,12 @@ from helpers import tiny_config
 from onnx import numpy_helper
 from safetensors.torch import load_file
 
-import compress.methods  # noqa: F401 - registers the methods
-from compress.methods._quantization import quant_format
 from compress.methods.prune_vocab import RECORDED_KEPT, kept_tokens
-from compress.methods.registry import all_methods
+from compress.methods.quantization import quant_format
 from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.encoder import Encoder
 from compress.quantize.artefacts import artefact_bytes, write_artefact
+from compress.registry import all_methods
 from compress.reports.explain import explain
 
 # Big enough that the weights, not the ONNX graph's structure, make up most of the file; small enough to be quick.

@@ -117,9 +117,9 @@ def test_overwrite_refuses_our_run_once_a_user_added_a_file_and_replaces_it_othe
 def test_a_comparison_stays_inside_its_folder_whatever_its_options_say(tiny):
     """The escape of the issue: ``init_from=../../../x/escape`` made the run directory ``x/escape]`` outside the
     comparison, where a directory holding metrics.json and config.json was replaced and its other files deleted."""
-    from compress.methods.registry import get_method
     from compress.models.checkpoints import save_encoder
     from compress.models.encoder import Encoder
+    from compress.registry import get_method
     from compress.teachers.registry import teacher_config
 
     ESCAPE = "albert[embedding_size=16,init_from=../../../x/escape]"

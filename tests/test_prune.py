@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import padded_batch, tiny_config
 
-from compress.methods._quantization import quant_format
+from compress.methods.quantization import quant_format
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.config import EncoderConfig
@@ -295,7 +295,8 @@ def test_layers_go_from_the_top_or_by_the_least_loss_increase():
 
 
 def test_iterative_steps_reach_the_asked_share_in_equal_slices():
-    from compress.runs.pruning import PruneOptions, step_amounts
+    from compress.methods.prune.options import PruneOptions
+    from compress.methods.prune.verb import step_amounts
 
     amounts = step_amounts(PruneOptions(keep_heads=0.4, keep_ffn=0.7, drop_layers=2, steps=3))
     kept_heads = kept_ffn = 1.0

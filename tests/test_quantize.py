@@ -11,12 +11,12 @@ import torch
 from helpers import padded_batch, tiny_config
 
 from compress.errors import CompressError
-from compress.methods._quantization import quant_format
+from compress.methods.quantization import quant_format
+from compress.methods.quantization.verb import usable_backends
 from compress.models.encoder import Encoder
 from compress.quantize import artefacts, onnx_backend, torch_backend
 from compress.quantize.artefacts import artefact_bytes, load_artefact, write_artefact
 from compress.quantize.predictors import TorchPredictor, ort_session
-from compress.runs.quantization import usable_backends
 
 
 @pytest.fixture(scope="module")

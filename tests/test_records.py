@@ -38,8 +38,8 @@ def record(tmp_path) -> RunRecord:
 
 def test_a_record_is_written_and_read_back_unchanged(record, tmp_path):
     data = record.to_dict()
-    assert data["schema_version"] == RUN_SCHEMA == 3 and list(data)[0] == "schema_version"
-    assert "source" not in data and "quantization" not in data           # only what the run has
+    assert data["schema_version"] == RUN_SCHEMA == 4 and list(data)[0] == "schema_version"
+    assert "source" not in data and "details" not in data           # only what the run has
     assert "backend" not in data["student"] and data["teacher"]["dev_accuracy"] == 0.83
     (tmp_path / "metrics.json").write_text(json.dumps(data))
     assert read_run_record(tmp_path) == record
@@ -55,7 +55,7 @@ def test_schema_2_is_read_with_the_run_as_its_one_step(record, tmp_path):
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    ({"schema_version": 1}, "schema version 1, this compress reads 2 or 3; run it again"),
+    ({"schema_version": 1}, "schema version 1, this compress reads 2, 3 or 4; run it again"),
     ({"schema_version": None}, "schema version None"),
     ({"student": None}, "lacks student"),
     ({"teacher": {"params": 1}}, "does not have the shape of a run record"),
@@ -72,3 +72,34 @@ def test_other_records_are_refused_in_one_sentence(record, tmp_path, change, exp
     (tmp_path / "metrics.json").unlink()
     with pytest.raises(CompressError, match="no readable metrics.json"):
         read_run_record(tmp_path)
+
+
+def _quantized(record: RunRecord) -> RunRecord:
+    from compress.methods.quantization.details import CpuRecord, QuantDetails
+
+    details = QuantDetails(backend="torch", dtype="int8", chosen_by="asked for with --backend torch",
+                           measured={"torch": _speed(2.0)}, skipped={}, fp32_speed=_speed(5.0),
+                           cpu=CpuRecord("a CPU", {"avx2": True}, "AVX2"), max_abs_logit_diff=0.01,
+                           prediction_agreement=0.99, fp32_accuracy=0.8, accuracy_drop_points=0.5)
+    record.method, record.kind, record.details = "int8", "quantization", details
+    record.student.backend, record.student.dtype = "torch", "int8"
+    return record
+
+
+def test_a_methods_details_are_typed_and_read_back_unchanged(record, tmp_path):
+    record = _quantized(record)
+    data = record.to_dict()
+    assert data["details"]["schema_version"] == 1 and data["details"]["cpu"]["features"] == {"avx2": True}
+    (tmp_path / "metrics.json").write_text(json.dumps(data))
+    back = read_run_record(tmp_path)
+    assert back == record and type(back.details).__name__ == "QuantDetails" and back.details.cpu.model == "a CPU"
+
+
+def test_schema_3_keeps_the_details_in_the_block_of_the_methods_family(record, tmp_path):
+    record = _quantized(record)
+    data = record.to_dict() | {"schema_version": 3}
+    data["quantization"] = {k: v for k, v in data.pop("details").items() if k != "schema_version"}
+    del data["quantization"]["batched_accuracy"]   # older records lack what was measured later
+    (tmp_path / "metrics.json").write_text(json.dumps(data))
+    old = read_run_record(tmp_path)
+    assert old.details == record.details and old.details.batched_accuracy is None

@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from compress.models.checkpoints import load_encoder
 from compress.ownership import MARKER
+from compress.registry import all_methods, families, names
 
 COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
           "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8")
@@ -50,8 +51,10 @@ def _run(tiny, method, *extra, out=None):
                         "--out", str(out), *COMMON, *extra, env=tiny["env"])
 
 
-@pytest.mark.parametrize("method", ["albert", "distilbert", "tinybert"])
+@pytest.mark.parametrize("method", names("student"))
 def test_run_writes_a_complete_run_directory(tiny, method):
+    assert method in METHOD_FLAGS and method in EXPECTED_LAYOUT, \
+        f"tests/test_run.py: give the student {method} its tiny flags (METHOD_FLAGS) and layout (EXPECTED_LAYOUT)"
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
@@ -101,7 +104,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("pruning",), "known: albert, distilbert, tinybert"),
+        (("pruning",), f"known: {', '.join(names())}"),
         (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),
         (("albert", "--embedding-size", "16", "--groups", "3"), "groups (3) must divide"),
         (("albert", "--embedding-size", "16", "--sharing", "layers"), "sharing must be one of"),
@@ -110,7 +113,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("tinybert",), "no wider and no deeper than its teacher"),
         (("distilbert", "--sharing", "all"), "--sharing do(es) not apply to distilbert"),
         (("distilbert", "--layer-map", "1,2,3"), "invalid layer map"),
-        (("distilbert", "--then", "albert"), "--then takes a pruning or quantization method"),
+        (("distilbert", "--then", "albert"), f"--then takes a {families(all_methods('transform'))} method"),
         (("bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
         (("int8", "--backend", "tvm"), "unknown backend 'tvm'"),
         (("int8", "--sharing", "all"), "int8 trains nothing"),
@@ -181,7 +184,7 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     assert config["parent"] == str(out) and metrics["source"]["parent"] == str(out)
     assert metrics["source"]["accuracy"] == parent["student"]["accuracy"]
     assert metrics["teacher"] == parent["teacher"]  # retention stays measured against the same teacher
-    q = metrics["quantization"]
+    q = metrics["details"]
     assert set(q["measured"]) == {"torch", "onnxruntime"}  # auto measured both and kept the fastest
     assert q["backend"] == min(q["measured"], key=lambda b: q["measured"][b]["latency_ms_p50"])
     weights = chained / "model" / json.loads((chained / "model" / "quantized.json").read_text())["weights"]
@@ -218,8 +221,8 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
     done = run_cli("run", "onnx", "--target", str(parent), "--threads", "1", "--out", str(out), env=tiny["env"])
     assert done.returncode == 0, done.stderr
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["quantization"]["max_abs_logit_diff"] < 1e-4
-    assert metrics["quantization"]["prediction_agreement"] == 1.0
+    assert metrics["details"]["max_abs_logit_diff"] < 1e-4
+    assert metrics["details"]["prediction_agreement"] == 1.0
     assert (out / "model" / "model.onnx").is_file() and (out / "model" / "tokenizer.json").is_file()
 
 
@@ -269,7 +272,7 @@ def test_a_pipeline_name_gives_the_runs_of_then(tiny):
     assert second["parent"] == str(out) and second["run"]["options"] == {"backend": "torch"}
     assert first["pipeline"] == second["pipeline"] == text
     metrics = json.loads((chained / "metrics.json").read_text())
-    assert metrics["quantization"]["backend"] == "torch"
+    assert metrics["details"]["backend"] == "torch"
     config = metrics["student"]["config"]
     assert config["sharing"] == "attention" and config["embedding_size"] == 8
     assert [step["step"] for step in metrics["chain"]] == ["albert[sharing=attention,embedding_size=8]",
@@ -320,7 +323,7 @@ def test_distilbert_then_prune_then_int8_runs_end_to_end(tiny):
     assert metrics["kind"] == "pruning" and metrics["source"]["kind"] == "run"
     assert metrics["student"]["params"] < metrics["source"]["params"]
     assert metrics["student"]["flops"] < json.loads((out / "metrics.json").read_text())["student"]["flops"]
-    assert len(metrics["pruning"]["head_curve"]["importance"]) == 10
+    assert len(metrics["details"]["head_curve"]["importance"]) == 10
     last = json.loads((tiny["root"] / "chain-prune-int8" / "metrics.json").read_text())
     assert [step["step"].split("[")[0] for step in last["chain"]] == ["distilbert", "prune", "int8"]
     assert "heads kept" in (pruned_dir / "report.md").read_text()
@@ -334,7 +337,7 @@ def test_prune_vocab_keeps_the_tokens_the_training_text_uses(tiny):
                    "--out", str(out), *COMMON[6:], env=tiny["env"])   # the teacher's settings: nothing trains
     assert done.returncode == 0, done.stderr
     metrics = json.loads((out / "metrics.json").read_text())
-    vocabulary = metrics["pruning"]["vocabulary"]
+    vocabulary = metrics["details"]["vocabulary"]
     model = load_encoder(out / "student").model
     tokenizer = AutoTokenizer.from_pretrained(out / "student")
     assert model.config.vocab_size == vocabulary["kept"] == len(tokenizer) < 200   # the tiny CSV uses few tokens

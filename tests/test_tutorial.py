@@ -18,7 +18,7 @@ import sys
 import pytest
 from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
-from compress.methods import get_method
+from compress.registry import get_method
 
 TUTORIAL = REPO / "docs" / "tutorial.md"
 TEACHER_FLAGS = ("--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "16")

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 import compress
+from compress.bench.measurement import CpuInfo, Manifest
 
 _CPUINFO = Path("/proc/cpuinfo")
 
@@ -91,21 +92,12 @@ def git_dirty(path: Path | None = None) -> bool | None:
     return None if out is None else bool(out.strip())
 
 
-def manifest(*, threads: int, seed: int | None = None, split_fingerprint: str | None = None) -> dict:
+def manifest(*, threads: int, seed: int | None = None, split_fingerprint: str | None = None) -> Manifest:
     """Everything needed to judge whether two measurements are comparable."""
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu": {
-            "model": cpu_model(),
-            "count": os.cpu_count(),
-            "features": cpu_features(),
-            "torch_capability": torch_cpu_capability(),
-        },
-        "threads": threads,
-        "seed": seed,
-        "packages": package_versions(),
-        "git": {"commit": git_commit(), "dirty": git_dirty()},
-        "split_fingerprint": split_fingerprint,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    return Manifest(
+        python=platform.python_version(), platform=platform.platform(),
+        cpu=CpuInfo(model=cpu_model(), count=os.cpu_count(), features=cpu_features(),
+                    torch_capability=torch_cpu_capability()),
+        threads=threads, seed=seed, packages=package_versions(), git={"commit": git_commit(), "dirty": git_dirty()},
+        split_fingerprint=split_fingerprint, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

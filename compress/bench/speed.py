@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from compress.bench.inputs import speed_batch
+from compress.bench.measurement import Speed
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call
 from compress.data.batching import TokenizedTask
@@ -30,7 +31,7 @@ class SpeedConfig:
             raise CompressError("threads, repeats and batch sizes of speed measurement must be positive integers.")
 
 
-def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, config: SpeedConfig) -> dict[str, Any]:
+def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, config: SpeedConfig) -> Speed:
     """Latency p50/p90 at batch 1, throughput at batch ``config.batch_size``, and the peak memory of one batch.
 
     Inputs are real test examples of exactly ``seq_len`` tokens. Torch runs with ``config.threads``
@@ -45,12 +46,9 @@ def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, confi
         single = time_call(lambda: predictor(one), batch_size=1, warmup=config.warmup, repeats=config.repeats)
         batched = time_call(lambda: predictor(many), batch_size=config.batch_size, warmup=1,
                             repeats=config.batch_repeats)
-    return {
-        "seq_len": seq_len, "threads": config.threads, "backend": predictor.backend, "dtype": predictor.dtype,
-        "latency_ms_p50": single.p50_ms, "latency_ms_p90": single.p90_ms,
-        "batch_ms_p50": batched.p50_ms, "throughput": batched.throughput, "peak_memory_bytes": peak,
-        "config": asdict(config),
-    }
+    return Speed(seq_len=seq_len, threads=config.threads, backend=predictor.backend, dtype=predictor.dtype,
+                 latency_ms_p50=single.p50_ms, latency_ms_p90=single.p90_ms, batch_ms_p50=batched.p50_ms,
+                 throughput=batched.throughput, peak_memory_bytes=peak, config=asdict(config))
 
 
 # The fields of one measurement that belong to the large batch (the rest are batch 1's).
@@ -58,7 +56,7 @@ _BATCH_KEYS = ("batch_ms_p50", "throughput")
 
 
 def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: int,
-                config: SpeedConfig, passes: int = 2) -> dict[str, dict[str, Any]]:
+                config: SpeedConfig, passes: int = 2) -> dict[str, Speed]:
     """:func:`measure_speed` of every predictor in ``passes`` passes, alternating forward and reverse
     order, keeping each model's fastest batch-1 latency and, separately, its fastest large batch.
 
@@ -68,12 +66,12 @@ def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: 
     """
     if passes < 1:
         raise CompressError("speed is measured in at least one pass.")
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in predictors}
+    runs: dict[str, list[Speed]] = {name: [] for name in predictors}
     for number in range(passes):
         order = list(predictors) if number % 2 == 0 else list(predictors)[::-1]
         for name in order:
             runs[name].append(measure_speed(predictors[name], data, seq_len, config))
-    result = {}
+    result: dict[str, Speed] = {}
     for name, measured in runs.items():
         single = min(measured, key=lambda m: m["latency_ms_p50"])
         batched = min(measured, key=lambda m: m["batch_ms_p50"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -11,6 +12,9 @@ from rich.table import Table
 from compress.cli.common import console, err_console, print_json, teacher_finetune
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
+
+if TYPE_CHECKING:
+    from compress.reports.comparison_data import ShownComparison, ShownModel
 
 
 def compare(
@@ -42,7 +46,7 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
-    from compress.methods.pipeline import split_list
+    from compress.registry.pipeline import split_list
     from compress.runs.compare import CompareConfig
     from compress.runs.compare import compare as run_compare
     from compress.runs.executors import Executor
@@ -56,36 +60,40 @@ def compare(
         config.methods = split_list(methods)
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     if as_json:
-        print_json(comparison)
+        print_json(comparison.to_dict())
         return
-    console.print(_table(comparison))
+    from compress.reports.comparison_data import read_comparison
+
+    console.print(_table(read_comparison(comparison.to_dict())))
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
 
 
-def _cells(model: dict, speedup: float | None) -> list[str]:
+def _cells(model: ShownModel, retention: float | None, speedup: float | None) -> list[str]:
     """A model's numbers as the summary prints them; one not measured is "–"."""
     def cell(value: float | None, form: str, scale: float = 1.0, suffix: str = "") -> str:
         return "–" if value is None else f"{value / scale:{form}}{suffix}"
 
-    return [cell(model.get("params"), ".1f", 1e6, "M"), cell(model.get("size_bytes"), ".1f", 1e6),
-            cell(model.get("accuracy"), ".1%"), cell(model.get("retention"), ".1%"),
-            cell(model.get("latency_ms_p50"), ".1f"), cell(speedup, ".2f", suffix="x")]
+    return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6), cell(model.accuracy, ".1%"),
+            cell(retention, ".1%"), cell(model.latency_ms_p50, ".1f"), cell(speedup, ".2f", suffix="x")]
 
 
-def _table(comparison: dict) -> Table:
-    t = comparison["teacher"]
-    table = Table(title=f"{t['name']} on {comparison['dataset']['name']}: {comparison['threads']} threads, "
-                        f"{comparison['seq_len']} tokens", title_justify="left")
+def _table(comparison: ShownComparison) -> Table:
+    """The summary `compress compare` prints: the same rows as the report, read the same lenient way."""
+    from compress.reports.comparison_data import ShownTeacher
+
+    t = comparison.teacher or ShownTeacher()
+    table = Table(title=f"{t.name or '?'} on {comparison.dataset.name}: {comparison.context.threads} threads, "
+                        f"{comparison.context.seq_len} tokens", title_justify="left")
     # The numbers never shrink (a narrow or absent terminal truncated them to "accura…"); a long method name
     # folds onto more lines instead.
     table.add_column("method", overflow="fold", ratio=1)
     for name in ("params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-    teacher = _cells(t, speedup=1.0)
+    teacher = _cells(t, None, speedup=1.0)
     teacher[3] = ""  # the teacher is the reference the retention of the others is taken against
     table.add_row("teacher", *teacher)
-    for m in comparison["methods"]:
-        table.add_row(escape(m["method"]), *_cells(m, m.get("speedup")))
+    for m in comparison.methods:
+        table.add_row(escape(m.method), *_cells(m, m.retention, m.speedup))
     return table
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -10,6 +10,9 @@ from rich.table import Table
 from compress.cli.common import console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
+
+if TYPE_CHECKING:
+    from compress.data.describe import TaskDescription
 
 app = typer.Typer(help="Named datasets, local files and raw-text corpora.", no_args_is_help=True)
 
@@ -68,7 +71,7 @@ def show(
     _print_description(info)
 
 
-def _print_description(info: dict[str, Any]) -> None:
+def _print_description(info: TaskDescription) -> None:
     from compress.data.batching import PERCENTILES
 
     split = info["split"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.panel import Panel
@@ -14,12 +14,11 @@ from compress.reports.explain import DEFAULT_SEQ_LEN, topics
 from compress.reports.explain import explain as explain_method
 from compress.teachers.registry import DEFAULT_TEACHER
 
+if TYPE_CHECKING:
+    from compress.reports.footprint import ExplainTable, Explanation
 
-def _m(n: int) -> str:
-    return f"{n / 1e6:,.2f}M"
 
-
-def _side_by_side(data: dict[str, Any]) -> Table:
+def _side_by_side(data: Explanation) -> Table:
     from compress.models.accounting import COMPONENTS
 
     teacher, student = data["teacher"], data["student"]
@@ -42,32 +41,17 @@ def _side_by_side(data: dict[str, Any]) -> Table:
     return table
 
 
-def _ablation(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column("E", justify="right")
-    sharings = ("all", "attention", "ffn", "none")
-    for sharing in sharings:
-        table.add_column(f"{sharing}-shared" if sharing != "none" else "not shared", justify="right")
-    by_e: dict[int, dict[str, str]] = {}
-    for row in rows:
-        cell = _m(row["params"]) + (f" (paper {row['paper']})" if "paper" in row else "")
-        by_e.setdefault(row["embedding_size"], {})[row["sharing"]] = cell
-    for e, cells in by_e.items():
-        table.add_row(str(e), *(cells[s] for s in sharings))
+def _table(spec: ExplainTable) -> Table:
+    """A method's own table (``tables`` in its explanation): title, columns as (name, justify), rows of text."""
+    table = Table(title=spec["title"], title_justify="left")
+    for name, justify in spec["columns"]:
+        table.add_column(name, justify=justify)
+    for row in spec["rows"]:
+        table.add_row(*row)
     return table
 
 
-def _paper(data: dict[str, Any]) -> Table:
-    table = Table(title="ALBERT paper Table 2, counted by our encoder (V = 30000)", title_justify="left")
-    for col in ("model", "L", "H", "E", "sharing", "ours", "paper"):
-        table.add_column(col, justify="left" if col in ("model", "sharing") else "right")
-    for row in data["paper_table2"]:
-        table.add_row(row["model"], str(row["layers"]), str(row["hidden"]), str(row["embedding"]),
-                      row["sharing"], _m(row["params"]), row["paper"])
-    return table
-
-
-def _render(data: dict[str, Any]) -> None:
+def _render(data: Explanation) -> None:
     console.print(Panel("\n".join(data["formula"]), title=f"[bold]{data['method']}[/]: what changes",
                         expand=False))
     console.print(_side_by_side(data))
@@ -76,14 +60,10 @@ def _render(data: dict[str, Any]) -> None:
         f"teacher / student: parameters [bold]{ratios['params']}x[/], FLOPs [bold]{ratios['flops']}x[/], "
         f"bytes [bold]{ratios['size']}x[/]"
     )
-    if "ablation" in data:
-        console.print(_ablation(data["ablation"], "Sharing x embedding size on the teacher's shape"))
-        console.print(_ablation(data["paper_ablation"],
-                                "The same on ALBERT-base, beside the paper's Tables 3-4 (V = 30000)"))
-        console.print(_paper(data))
-    if "precisions" in data:
-        sizes = ", ".join(f"{k} {v / 1e6:,.1f} MB" for k, v in data["precisions"].items())
-        console.print(f"size by precision: {sizes}")
+    for spec in data.get("tables", []):   # the method's own tables and lines (ALBERT's ablations, ...)
+        console.print(_table(spec))
+    for line in data.get("lines", []):
+        console.print(line)
     for note in data["notes"]:
         console.print(f"• {note}")
     console.print()

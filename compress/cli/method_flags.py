@@ -1,5 +1,5 @@
 """The methods' own flags (``--embedding-size``, ``--keep-heads``, ...), made from their options dataclasses
-(see :mod:`compress.methods.registry`), for every command that takes a method: ``run`` and ``explain``."""
+(see :mod:`compress.registry`), for every command that takes a method: ``run`` and ``explain``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from compress.errors import CompressError
-from compress.methods.registry import all_methods, default_of, field_type, flag_of
+from compress.registry import all_methods, default_of, field_type, flag_of
 
 FLAG_TYPES = (int, float, str, bool)
 

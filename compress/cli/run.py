@@ -1,7 +1,7 @@
 """`compress run METHOD[+TRANSFORM...]`: train a student and/or transform a model, writing a run directory per step.
 
 The methods' own flags (``--embedding-size``, ``--layers``, ``--backend``, ...) are made from their
-options dataclasses (see :mod:`compress.methods.registry`); ``--set KEY=VALUE`` reaches every option.
+options dataclasses (see :mod:`compress.registry`); ``--set KEY=VALUE`` reaches every option.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from rich.markup import escape
 from compress.cli.common import console, print_json, teacher_finetune
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
-from compress.methods.registry import names
-from compress.models.config import EncoderConfig
+from compress.registry import get_method, names
 from compress.reports.records import RunRecord
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_EVERY
@@ -112,8 +111,7 @@ run.__doc__ = _help()
 
 
 def _summary(record: RunRecord, directory) -> None:
-    from compress.reports.run_record import batched_change
-
+    """The run in a few lines: the numbers every run has, then the method's own lines (its ``summary_lines``)."""
     t, s = record.teacher, record.student
     what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(
@@ -122,33 +120,7 @@ def _summary(record: RunRecord, directory) -> None:
         f"({record.ratios['size_bytes']:.2f}x smaller), test accuracy {s.accuracy:.4f}; "
         f"retention [bold]{record.retention:.1%}[/]"
     )
-    if record.quantization is not None:
-        q = record.quantization
-        chosen = record.speed["student"]
-        console.print(f"  batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 "
-                      f"{q['fp32_speed']['latency_ms_p50']:.1f}"
-                      f" ms ({q['fp32_speed']['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); "
-                      f"accuracy {-q['accuracy_drop_points']:+.2f} points vs fp32{batched_change(q)}")
-        console.print(f"  backend {q['backend']}: {q['chosen_by']}")
-        if q["note"]:
-            console.print(f"  [yellow]note:[/] {escape(q['note'])}")
-    if record.pruning is not None:
-        console.print(f"  {escape(_pruned(record))}")
+    if record.details is not None:
+        for line in get_method(record.method).summary_lines(record):
+            console.print(f"  {escape(line)}")
     console.print(f"run directory: {escape(str(directory))} (report.md, metrics.json)")
-
-
-def _pruned(record: RunRecord) -> str:
-    """What a pruning run kept and what it bought, in one line."""
-    p, speed = record.pruning, record.speed
-    if "vocabulary" in p:
-        v = p["vocabulary"]
-        return (f"kept {v['kept']:,} of {v['vocab_size']:,} tokens; {v['test_sentences_tokenized_differently']} of "
-                f"{v['test_sentences']} test sentences tokenized differently")
-    source = EncoderConfig.from_dict(p["source_config"])
-    after = EncoderConfig.from_dict(record.student.config)
-    src, new = speed["source"], speed["student"]
-    return (f"kept heads {after.total_heads}/{source.total_heads}, FFN neurons {after.total_ffn}/"
-            f"{source.total_ffn}, layers {after.num_layers}/{source.num_layers}; batch-1 latency "
-            f"{new['latency_ms_p50']:.1f} ms vs {src['latency_ms_p50']:.1f} ms unpruned "
-            f"({src['latency_ms_p50'] / new['latency_ms_p50']:.2f}x), throughput at batch "
-            f"{new['config']['batch_size']} {new['throughput'] / src['throughput']:.2f}x")

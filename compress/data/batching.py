@@ -273,6 +273,16 @@ class TokenizedTask:
         shuffle = split == "train" if shuffle is None else shuffle
         return make_dataloader(self.splits[split], self.collator, batch_size=batch_size, shuffle=shuffle, seed=seed)
 
+    def sample(self, examples: int, seed: int, batch_size: int = 32) -> list[dict[str, torch.Tensor]]:
+        """The first ``examples`` training examples of a seeded shuffle, in batches of ``batch_size`` (what
+        pruning scores importance on and low-rank factorization calibrates on)."""
+        batches: list[dict[str, torch.Tensor]] = []
+        for batch in self.dataloader("train", batch_size=batch_size, shuffle=True, seed=seed):
+            batches.append(batch)
+            if sum(len(b["input_ids"]) for b in batches) >= examples:
+                break
+        return batches
+
 
 def tokenization_key(task: TaskData, tokenizer: Any, max_length: int, *, tokenizer_key: str | None = None) -> str:
     """Cache key: split fingerprint + content digest + tokenizer id + maximum length."""

@@ -28,7 +28,7 @@ to layer j + 1): :func:`teacher_blocks` gives g(m) - 1 for each student layer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = ["LAYER_MAP_KINDS", "LayerMap", "parse_layer_map", "teacher_blocks", "teacher_layers"]
 
@@ -37,6 +37,13 @@ LAYER_MAP_KINDS: tuple[str, ...] = ("uniform", "last", "every_other", "explicit"
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+class LayerMapData(TypedDict):
+    """A layer map as JSON (a recipe in config.json)."""
+
+    kind: str
+    layers: list[int] | None
 
 
 @dataclass(frozen=True)
@@ -72,12 +79,12 @@ class LayerMap:
         """An explicit map: student layer m (1..M) learns from teacher hidden state ``layers[m - 1]``."""
         return cls("explicit", tuple(layers))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LayerMapData:
         """JSON-friendly: ``{"kind": ..., "layers": [...] or None}``."""
-        return {"kind": self.kind, "layers": list(self.layers) if self.layers is not None else None}
+        return LayerMapData(kind=self.kind, layers=list(self.layers) if self.layers is not None else None)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LayerMap:
+    def from_dict(cls, data: LayerMapData) -> LayerMap:
         """Inverse of :meth:`to_dict`; unknown fields are an error."""
         unknown = sorted(set(data) - {"kind", "layers"})
         if unknown:

@@ -6,9 +6,9 @@ Recipes are dataclasses with a JSON round trip, so every run writes the exact re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict
 
-from compress.distill.layer_maps import LayerMap
+from compress.distill.layer_maps import LayerMap, LayerMapData
 from compress.distill.losses import LOSSES, get_loss
 
 
@@ -26,7 +26,7 @@ class LossTerm:
 
     loss: str
     weight: float = 1.0
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, float | bool] = field(default_factory=dict)
     layers: str = "mapped"
 
     def __post_init__(self) -> None:
@@ -61,6 +61,29 @@ class Stage:
         return {t.reads for t in self.terms}
 
 
+class TermData(TypedDict):
+    loss: str
+    weight: float
+    options: dict[str, float | bool]
+    layers: str
+
+
+class StageData(TypedDict):
+    name: str
+    terms: list[TermData]
+    epochs: int
+    lr: float
+    select_on: str
+
+
+class RecipeData(TypedDict):
+    """A recipe as JSON (config.json's ``recipe``; :meth:`Recipe.to_dict`)."""
+
+    method: str
+    stages: list[StageData]
+    layer_map: LayerMapData
+
+
 @dataclass
 class Recipe:
     """Stages of one method and the layer map that pairs student and teacher layers."""
@@ -69,11 +92,11 @@ class Recipe:
     stages: list[Stage]
     layer_map: LayerMap = field(default_factory=lambda: LayerMap("uniform"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> RecipeData:
+        return RecipeData(**asdict(self))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+    def from_dict(cls, data: RecipeData) -> Recipe:
         stages = [
             Stage(**{**s, "terms": [LossTerm(**t) for t in s["terms"]]}) for s in data["stages"]
         ]

@@ -1,10 +1,13 @@
-"""The registry of compression methods: what a method module declares, and how the rest asks for it.
+"""The registry of compression methods: what a method declares, and how the rest asks for it.
 
-A method is one module of this package that calls :func:`register` with a :class:`StudentMethod`
-(trains a new encoder from a teacher) or a :class:`Transform` (takes a model and returns a changed
-one). Modules are found, not listed: every module of ``compress.methods`` is imported the first time
-the registry is asked, so adding a method is adding its module. The runs (:mod:`compress.runs`),
-``compare``, ``explain``, the reports and the CLI ask the registry; none of them names a method.
+A method family is one package (or module) of :mod:`compress.methods` whose ``__init__`` calls
+:func:`register` with a :class:`StudentMethod` (trains a new encoder from a teacher) or a :class:`Transform`
+(takes a model and returns a changed one, through one verb: :mod:`compress.registry.contract`). Families
+are found, not listed: every package and module of ``compress.methods`` is imported the first time the
+registry is asked, so adding a method is adding its package. The method also owns its record (``details``)
+and its report (``summary_lines``, ``report_lines``, ``compared_sections``): the runs
+(:mod:`compress.runs`), ``compare``, ``explain``, the reports and the CLI ask the registry; none of them
+names a method. This package sits below every family and imports none of them.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import pkgutil
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
+from compress.registry.contract import Context, Details, Transformed
 
 if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
@@ -25,7 +29,9 @@ if TYPE_CHECKING:
     from compress.distill.recipe import Recipe
     from compress.models.config import EncoderConfig
     from compress.models.encoder import Encoder
-    from compress.runs.config import RunConfig, RunResult
+    from compress.reports.footprint import Explanation
+    from compress.reports.records import RunRecord, Section
+    from compress.runs.config import RunConfig
 
 # The keys a method's ``why`` sentence may use, filled from a run's ratios (the model before / after) and
 # ``against``, the model the ratios compare with ("the teacher", or a pipeline's step before).
@@ -58,6 +64,12 @@ class Method:
               explain`, for the shape those options give.
     topic     the name `compress explain` lists it under (methods explained together share one).
     in_compare  whether `compress compare` runs it by default on this machine.
+    run_kind  what its runs are, in metrics.json's ``kind`` and the plots' colours ("distillation", ...).
+    details   its own record's class (a :class:`Details`), or None when it records nothing of its own.
+    summary_lines      record -> the lines `compress run` prints under the common one (plain text).
+    report_lines       record -> its section of report.md (markdown lines).
+    compared_sections  record -> its part of a comparison row (the per-layer picture of a pruned model).
+    not_before  methods that may not follow it in a pipeline, each with the reason (one sentence).
     """
 
     name: str
@@ -67,9 +79,15 @@ class Method:
     summary: str
     options: type
     why: str
-    explain: Callable[[str, EncoderConfig, int, Any], dict[str, Any]]
+    explain: Callable[[str, EncoderConfig, int, Any], Explanation]
     topic: str = ""
     in_compare: Callable[[], bool] = lambda: True
+    run_kind: str = "distillation"
+    details: type[Details] | None = None
+    summary_lines: Callable[[RunRecord], list[str]] = lambda record: []
+    report_lines: Callable[[RunRecord], list[str]] = lambda record: []
+    compared_sections: Callable[[RunRecord], list[Section]] = lambda record: []
+    not_before: dict[str, str] = field(default_factory=dict)
 
     gives: str = "fp32"   # what it hands to the next step of a pipeline: "fp32" or "quantized"
 
@@ -122,20 +140,20 @@ class StudentMethod(Method):
 class Transform(Method):
     """Takes a model (the fine-tuned teacher, an earlier run, or the previous step) and writes a changed one.
 
+    apply   (model, options, context) -> Transformed: the verb (:mod:`compress.registry.contract`); usable
+            from Python on any encoder, and what `compress run` calls through :mod:`compress.runs.writer`.
     check   (run config, options) -> None; every check that needs no data, so a pipeline fails before
             its first step trains. The config's ``target`` is 'teacher' for a step whose input does not
             exist yet.
     check_input  optional (options, shape) -> None: the checks against the shape of the model it will be
             given, for a pipeline step whose input is a student not trained yet (its shape is known).
-    run     (run config, options, show_progress, pipeline) -> the run's result; ``config.target`` is
-            'teacher' or the run directory to transform; ``pipeline`` is recorded in config.json.
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
     follows_students  whether `compress compare` chains every default student with it by default
             (``distilbert+int8``): the pipelines a user tries first.
     """
 
+    apply: Callable[[Any, Any, Context], Transformed]
     check: Callable[[RunConfig, Any], None]
-    run: Callable[[RunConfig, Any, bool, str | None], RunResult]
     check_input: Callable[[Any, EncoderConfig], None] | None = None
     takes: str = "fp32"
     follows_students: bool = False
@@ -161,12 +179,18 @@ def _load() -> None:
     global _loaded
     if _loaded:
         return
-    import compress.methods as package
-
+    package = importlib.import_module("compress.methods")  # by name: this layer imports no family
     for module in pkgutil.iter_modules(package.__path__):
         if not module.name.startswith("_"):
             importlib.import_module(f"{package.__name__}.{module.name}")
     _loaded = True
+
+
+def details_class(method: str) -> type[Details] | None:
+    """The class of ``method``'s details (None for an unknown method or one that records nothing of its own)."""
+    _load()
+    found = _REGISTRY.get(method)
+    return found.details if found is not None else None
 
 
 def all_methods(kind: str | None = None) -> list[Method]:
@@ -177,6 +201,12 @@ def all_methods(kind: str | None = None) -> list[Method]:
 
 def names(kind: str | None = None) -> list[str]:
     return [m.name for m in all_methods(kind)]
+
+
+def families(methods: list[Method]) -> str:
+    """The families of ``methods``, in their order, as a phrase: "pruning, low-rank factorization or quantization"."""
+    found = list(dict.fromkeys(m.family for m in methods))
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def get_method(name: str) -> Method:
@@ -271,5 +301,5 @@ def default_of(f: Field) -> Any:
 
 
 __all__ = ["Method", "Preparation", "StudentMethod", "Transform", "WHY_KEYS", "all_methods", "convert",
-           "default_of", "field_type", "flag_for", "flag_of", "format_value", "get_method", "names", "option_fields",
-           "optional", "register"]
+           "default_of", "details_class", "families", "field_type", "flag_for", "flag_of", "format_value",
+           "get_method", "names", "option_fields", "optional", "register"]

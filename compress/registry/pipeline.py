@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compress.errors import CompressError
-from compress.methods.registry import Method, all_methods, format_value, get_method
+from compress.registry.method import Method, all_methods, families, format_value, get_method
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _BARE = re.compile(r'[^,\[\]+="\s]+')
@@ -131,10 +131,11 @@ def check(pipeline: Pipeline) -> list[Method]:
     methods = [get_method(step.name) for step in pipeline.steps]
     for before, method in zip(methods, methods[1:]):
         if method.kind == "student":
-            transforms = [m for m in all_methods("transform")]
-            families = " or ".join(dict.fromkeys(m.family for m in transforms))
-            raise CompressError(f"{method.name} trains a student and can only be a pipeline's first step; "
-                                f"--then takes a {families} method ({', '.join(m.name for m in transforms)}).")
+            transforms = all_methods("transform")
+            raise CompressError(f"{method.name} trains a student and can only be a pipeline's first step; --then "
+                                f"takes a {families(transforms)} method ({', '.join(m.name for m in transforms)}).")
+        if method.name in before.not_before:
+            raise CompressError(f"{method.name} cannot follow {before.name}: {before.not_before[method.name]}")
         if method.takes != before.gives:  # type: ignore[attr-defined]
             raise CompressError(f"{method.name} cannot follow {before.name}: {before.name} gives a {before.gives} "
                                 f"model and {method.name} takes a {method.takes} one.")  # type: ignore[attr-defined]

@@ -1,10 +1,12 @@
 """The side-by-side comparison of methods: ``comparison.json`` rendered to markdown, HTML and PNGs.
 
 comparison.json is a :class:`~compress.reports.records.Comparison` (schema version 2; version 1,
-without pipelines, is still rendered). This module reads it as JSON, not through the dataclass,
-because a comparison may be edited by hand or come from an older compress: any field beyond the
-required ones may be missing, and any numeric field may be null (not measured); it shows as "–"
-and is left out of the plots.
+without pipelines, is still rendered). A comparison may be edited by hand or come from an older
+compress, so it is not read through that dataclass: :func:`read_comparison` validates it and reads
+what the report shows into the frozen dataclasses of :mod:`compress.reports.comparison_data`, where
+any field beyond the required ones may be missing and any number None (not measured); it shows as
+"–" and is left out of the plots. A method's own part of the report (a pruned model's per-layer
+picture, ...) arrives as generic sections: a title, sentences and a table, drawn alike for every method.
 The HTML page is self-contained: inline CSS, plots embedded as data URIs, no script, no URL.
 """
 
@@ -25,13 +27,20 @@ from compress.bench.contention import BUSY_THRESHOLD
 from compress.errors import CompressError
 from compress.ownership import mark_comparison, read_marker
 from compress.paths import as_ordinary_file, atomic_write_text
-from compress.reports.layers_kept import layer_cells
-from compress.reports.plots import number, pareto_front, pipelines, render_plots, steps_stem
-from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS
+from compress.reports.comparison_data import (
+    MISSING,
+    REQUIRED_METHOD_FIELDS,
+    ShownComparison,
+    ShownMethod,
+    ShownModel,
+    read_comparison,
+    validate_comparison,
+)
+from compress.reports.plots import pareto_front, render_plots, steps_stem
+from compress.reports.records import Section
 
-REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
-                          "throughput", "speedup")
-MISSING = "–"
+__all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
+           "render_markdown", "validate_comparison", "write_comparison"]
 
 PLOT_FILES = {"accuracy_vs_latency": "accuracy_vs_latency.png",
               "params_by_component": "params_by_component.png"}
@@ -49,41 +58,7 @@ NOTES = (
     "–: not measured for that method.",
 )
 
-
-# --- validation --------------------------------------------------------------------------------
-
-def _validate_method(index: int, method: Any) -> None:
-    if not isinstance(method, dict):
-        raise CompressError(f"Entry {index} of the comparison's methods is not an object.")
-    name = method.get("method")
-    if not isinstance(name, str) or not name:
-        raise CompressError(f"Entry {index} of the comparison's methods has no 'method' name.")
-    for field in REQUIRED_METHOD_FIELDS:
-        if field not in method:
-            raise CompressError(f"Method '{name}' in the comparison lacks the required field '{field}' "
-                                f"(it may be null, but the key must be present).")
-        value = method[field]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise CompressError(f"Method '{name}' has a non-numeric {field} ({value!r}); "
-                                f"expected a number or null.")
-
-
-def validate_comparison(data: dict[str, Any]) -> None:
-    """Raise :class:`CompressError` unless ``data`` is a schema-1 comparison with complete methods."""
-    if not isinstance(data, dict):
-        raise CompressError("The comparison is not a JSON object; expected a dict with schema_version and methods.")
-    if "schema_version" not in data:
-        raise CompressError(f"The comparison has no schema_version; expected schema_version {COMPARISON_SCHEMA}.")
-    version = data["schema_version"]
-    if version not in READABLE_COMPARISON_SCHEMAS or isinstance(version, bool):
-        raise CompressError(f"The comparison has schema_version {version!r}, but this version of compress "
-                            f"reads schema_version {' or '.join(map(str, READABLE_COMPARISON_SCHEMAS))}; run "
-                            "`compress compare` again.")
-    methods = data.get("methods")
-    if not isinstance(methods, list) or not methods:
-        raise CompressError("The comparison has no methods; run at least one method before rendering it.")
-    for index, method in enumerate(methods):
-        _validate_method(index, method)
+NO_NUMBERS = ShownModel()   # a step of a pipeline that has no row of its own: nothing measured
 
 
 # --- formatting --------------------------------------------------------------------------------
@@ -98,32 +73,27 @@ def _significant(value: float, digits: int = 3) -> str:
     return f"{value:,.{min(max(decimals, 0), 4)}f}"
 
 
-def _scaled(divisor: float, value: Any) -> str:
-    x = number(value)
+def _scaled(divisor: float, x: float | None) -> str:
     return MISSING if x is None else _significant(x / divisor)
 
 
-def _percent(value: Any) -> str:
-    x = number(value)
+def _percent(x: float | None) -> str:
     return MISSING if x is None else f"{100 * x:.1f}"
 
 
-def _throughput(value: Any) -> str:
-    x = number(value)
+def _throughput(x: float | None) -> str:
     return MISSING if x is None else (f"{x:,.0f}" if x >= 100 else _significant(x))
 
 
-def _speedup(value: Any) -> str:
-    x = number(value)
+def _speedup(x: float | None) -> str:
     return MISSING if x is None else f"{x:.2f}x"
 
 
-def _number_cells(model: dict[str, Any], retention: Any, speedup: Any) -> list[str]:
+def _number_cells(model: ShownModel, retention: float | None, speedup: float | None) -> list[str]:
     """Every column after the method name, formatted."""
-    return [_scaled(1e6, model.get("params")), _scaled(1e6, model.get("size_bytes")),
-            _scaled(1e9, model.get("flops")), _percent(model.get("accuracy")), _percent(retention),
-            _scaled(1, model.get("latency_ms_p50")), _throughput(model.get("throughput")),
-            _speedup(speedup)]
+    return [_scaled(1e6, model.params), _scaled(1e6, model.size_bytes), _scaled(1e9, model.flops),
+            _percent(model.accuracy), _percent(retention), _scaled(1, model.latency_ms_p50),
+            _throughput(model.throughput), _speedup(speedup)]
 
 
 # --- the rows both renderers share -------------------------------------------------------------
@@ -138,134 +108,112 @@ class Row:
     short: str | None = None   # the page's name for it (``distilbert+prune+int8``); ``name`` shows on hover
 
 
-def _anchors(methods: list[dict[str, Any]]) -> list[str]:
+def _anchors(methods: tuple[ShownMethod, ...]) -> list[str]:
     """``method-<name>`` per method, made URL-safe and unique."""
     seen: dict[str, int] = {}
     out = []
     for m in methods:
-        slug = "method-" + (re.sub(r"[^a-z0-9_-]+", "-", str(m["method"]).lower()).strip("-") or "x")
+        slug = "method-" + (re.sub(r"[^a-z0-9_-]+", "-", m.method.lower()).strip("-") or "x")
         seen[slug] = seen.get(slug, 0) + 1
         out.append(slug if seen[slug] == 1 else f"{slug}-{seen[slug]}")
     return out
 
 
-def _display_name(method: dict[str, Any]) -> str:
-    name = str(method.get("label") or method["method"])
-    return name + " ⚠" if method.get("note") else name
+def _display_name(method: ShownMethod) -> str:
+    return method.name + " ⚠" if method.note else method.name
 
 
-def _warnings(comparison: dict[str, Any]) -> list[str]:
+def _warnings(comparison: ShownComparison) -> list[str]:
     """One line per method this CPU runs badly (marked ⚠ in the table)."""
-    return [f"⚠ {m.get('label') or m['method']}: {m['note']}" for m in comparison["methods"] if m.get("note")]
+    return [f"⚠ {m.name}: {m.note}" for m in comparison.methods if m.note]
 
 
-def _tie(comparison: dict[str, Any]) -> float:
+def _tie(comparison: ShownComparison) -> float:
     """The accuracy difference (a fraction) under which two models tie on the front."""
-    return number(comparison.get("accuracy_standard_error")) or 0.0
+    return comparison.context.accuracy_standard_error or 0.0
 
 
-def _front_sentence(comparison: dict[str, Any], front: list[str]) -> str:
+def _front_sentence(comparison: ShownComparison, front: list[str]) -> str:
     tie = _tie(comparison)
-    test = ((comparison.get("dataset") or {}).get("sizes") or {}).get("test")
+    test = comparison.dataset.test_size
     ties = (f" Accuracy differences within ±{100 * tie:.1f} points (one standard error of accuracy on "
             f"{test:,} test examples) are ties, and the faster model wins them." if tie and test else "")
     return ("On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
             + ", ".join(front) + "." + ties)
 
 
-def _teacher(comparison: dict[str, Any]) -> dict[str, Any] | None:
-    teacher = comparison.get("teacher")
-    return teacher if isinstance(teacher, dict) else None
-
-
-def _rows(comparison: dict[str, Any]) -> list[Row]:
+def _rows(comparison: ShownComparison) -> list[Row]:
     """The teacher (the 100% / 1.00x reference) and then each method."""
     rows = []
-    teacher = _teacher(comparison)
+    teacher = comparison.teacher
     if teacher is not None:
-        retention = 1.0 if number(teacher.get("accuracy")) is not None else None
-        speedup = 1.0 if number(teacher.get("latency_ms_p50")) is not None else None
-        rows.append(Row(f"teacher: {teacher.get('name', '?')}", None, _number_cells(teacher, retention, speedup)))
-    methods = comparison["methods"]
-    for method, anchor in zip(methods, _anchors(methods)):
-        short = str(method["method"]) + (" ⚠" if method.get("note") else "")
-        rows.append(Row(_display_name(method), anchor,
-                        _number_cells(method, method.get("retention"), method.get("speedup")), short))
+        retention = 1.0 if teacher.accuracy is not None else None
+        speedup = 1.0 if teacher.latency_ms_p50 is not None else None
+        name = "?" if teacher.name is None else teacher.name
+        rows.append(Row(f"teacher: {name}", None, _number_cells(teacher, retention, speedup)))
+    for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
+        short = method.method + (" ⚠" if method.note else "")
+        rows.append(Row(_display_name(method), anchor, _number_cells(method, method.retention, method.speedup),
+                        short))
     return rows
 
 
-def _context_line(comparison: dict[str, Any]) -> list[str]:
+def _context_line(comparison: ShownComparison) -> list[str]:
     """Facts about the data and the machine, as short phrases."""
     parts = []
-    dataset = comparison.get("dataset") or {}
-    if dataset.get("name"):
-        sizes = dataset.get("sizes") or {}
-        split = " / ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in sizes.items())
-        fingerprint = f", fingerprint {dataset['fingerprint']}" if dataset.get("fingerprint") else ""
-        parts.append(f"dataset {dataset['name']}" + (f" ({split}{fingerprint})" if split or fingerprint else ""))
-    if comparison.get("seq_len") is not None:
-        parts.append(f"sequence length {comparison['seq_len']} tokens")
-    manifest = comparison.get("manifest") or {}
-    cpu = manifest.get("cpu") if isinstance(manifest, dict) else None
-    if isinstance(cpu, dict) and cpu.get("model"):
-        parts.append(f"CPU {cpu['model']}")
-    if comparison.get("threads") is not None:
-        parts.append(f"{comparison['threads']} threads")
-    other = (comparison.get("speed") or {}).get("other_cpus")
-    if other is not None and other > BUSY_THRESHOLD:
-        parts.append(f"other processes kept {other:.1f} CPUs busy while speed was measured (timings inflated, "
-                     "speed-ups understated)")
-    if comparison.get("created"):
-        parts.append(f"created {comparison['created']}")
+    dataset, context = comparison.dataset, comparison.context
+    if dataset.name:
+        split = " / ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in dataset.sizes.items())
+        fingerprint = f", fingerprint {dataset.fingerprint}" if dataset.fingerprint else ""
+        parts.append(f"dataset {dataset.name}" + (f" ({split}{fingerprint})" if split or fingerprint else ""))
+    if context.seq_len is not None:
+        parts.append(f"sequence length {context.seq_len} tokens")
+    if context.cpu:
+        parts.append(f"CPU {context.cpu}")
+    if context.threads is not None:
+        parts.append(f"{context.threads} threads")
+    if context.other_cpus is not None and context.other_cpus > BUSY_THRESHOLD:
+        parts.append(f"other processes kept {context.other_cpus:.1f} CPUs busy while speed was measured (timings "
+                     "inflated, speed-ups understated)")
+    if context.created:
+        parts.append(f"created {context.created}")
     return parts
 
 
-def _title(comparison: dict[str, Any]) -> str:
-    teacher = _teacher(comparison)
-    dataset = (comparison.get("dataset") or {}).get("name")
+def _title(comparison: ShownComparison) -> str:
+    teacher, dataset = comparison.teacher, comparison.dataset.name
     title = "Compression comparison"
-    if teacher is not None and teacher.get("name"):
-        title += f": {teacher['name']}"
+    if teacher is not None and teacher.name:
+        title += f": {teacher.name}"
     return title + (f" on {dataset}" if dataset else "")
 
 
-def _details(method: dict[str, Any]) -> list[str]:
+def _details(method: ShownMethod) -> list[str]:
     """Kind, backend, dtype and run directory of a method, where recorded."""
-    labels = {"kind": "kind", "backend": "backend", "dtype": "dtype", "run_dir": "run"}
-    return [f"{label} {method[key]}" for key, label in labels.items() if method.get(key)]
+    shown = (("kind", method.kind), ("backend", method.backend), ("dtype", method.dtype), ("run", method.run_dir))
+    return [f"{label} {value}" for label, value in shown if value]
 
 
-def _explanation(method: dict[str, Any]) -> str:
-    return str(method.get("explanation") or "No explanation was recorded for this method.")
+def _explanation(method: ShownMethod) -> str:
+    return method.explanation or "No explanation was recorded for this method."
 
 
-LAYER_HEADERS = ("layer of the source", "heads kept", "", "FFN neurons kept", "")
-
-
-def _layer_rows(method: dict[str, Any]) -> list[list[str]]:
-    """The per-layer picture of what pruning kept, as table rows (none when nothing was pruned)."""
-    return [[f"{row['layer']}" + (" (dropped)" if row["dropped"] else ""), *layer_cells(row)]
-            for row in method.get("layers") or []]
-
-
-def _front_names(comparison: dict[str, Any]) -> list[str]:
+def _front_names(comparison: ShownComparison) -> list[str]:
     """Names of the models on the accuracy / latency Pareto front, fastest first."""
-    models = ([("teacher", t)] if (t := _teacher(comparison)) else []) + \
-        [(str(m["method"]), m) for m in comparison["methods"]]
-    measured = [(name, number(m.get("latency_ms_p50")), number(m.get("accuracy"))) for name, m in models]
-    measured = [(name, x, y) for name, x, y in measured if x is not None and y is not None]
-    front = [measured[i] for i in pareto_front([(x, y) for _, x, y in measured], _tie(comparison))]
+    measured = [(name, m.latency_ms_p50, m.accuracy) for name, m in comparison.models()]
+    points = [(name, x, y) for name, x, y in measured if x is not None and y is not None]
+    front = [points[i] for i in pareto_front([(x, y) for _, x, y in points], _tie(comparison))]
     return [name for name, _, _ in sorted(front, key=lambda m: (m[1], m[2]))]
 
 
-def _change(before: dict[str, Any], after: dict[str, Any]) -> str:
+def _change(before: ShownModel, after: ShownModel) -> str:
     """What one step changed, in words: ``size ÷3.9 · latency ÷1.8 · accuracy −0.3 points``."""
     parts = []
-    for key, what in (("params", "params"), ("size_bytes", "size"), ("latency_ms_p50", "latency")):
-        a, b = number(before.get(key)), number(after.get(key))
+    for what, a, b in (("params", before.params, after.params), ("size", before.size_bytes, after.size_bytes),
+                       ("latency", before.latency_ms_p50, after.latency_ms_p50)):
         if a and b and abs(a / b - 1) >= 0.005:
             parts.append(f"{what} ÷{a / b:.2f}" if b < a else f"{what} ×{b / a:.2f}")
-    a, b = number(before.get("accuracy")), number(after.get("accuracy"))
+    a, b = before.accuracy, after.accuracy
     if a is not None and b is not None:
         parts.append(f"accuracy {100 * (b - a):+.1f} points".replace("-", "−"))
     return " · ".join(parts) or "no change"
@@ -274,22 +222,36 @@ def _change(before: dict[str, Any], after: dict[str, Any]) -> str:
 STEP_HEADERS = ("step", *HEADERS[1:], "what the step changed")
 
 
-def _step_rows(comparison: dict[str, Any], pipeline: dict[str, Any]) -> list[Row]:
+def _step_rows(comparison: ShownComparison, pipeline: ShownMethod) -> list[Row]:
     """The teacher, then each step of ``pipeline`` with the change from the step before."""
-    teacher = _teacher(comparison) or {}
-    methods = comparison["methods"]
-    by_name = {str(m["method"]): (m, anchor) for m, anchor in zip(methods, _anchors(methods))}
+    teacher = comparison.teacher or NO_NUMBERS
+    methods = comparison.methods
+    by_name = {m.method: (m, anchor) for m, anchor in zip(methods, _anchors(methods))}
     rows = [Row("teacher", None, _number_cells(teacher, 1.0, 1.0) + [""])]
-    before = teacher
-    for name in pipeline["steps"]:
-        step, anchor = by_name.get(name, ({}, None))
-        rows.append(Row(name, anchor, _number_cells(step, step.get("retention"), step.get("speedup"))
-                        + [_change(before, step)]))
-        before = step
+    before: ShownModel = teacher
+    for name in pipeline.steps:
+        step, anchor = by_name.get(name, (None, None))
+        cells = (_number_cells(step, step.retention, step.speedup) if step is not None
+                 else _number_cells(NO_NUMBERS, None, None))
+        rows.append(Row(name, anchor, cells + [_change(before, step or NO_NUMBERS)]))
+        before = step or NO_NUMBERS
     return rows
 
 
+def _table(section: Section) -> tuple[list[str], list[list[str]]] | None:
+    """A section's headers and rows, each as wide as the widest (a hand-edited row may be short); None when
+    it has no table."""
+    width = max([len(section.headers), *(len(row) for row in section.rows)])
+    if not section.rows or not width:
+        return None
+    return ([*section.headers, *[""] * (width - len(section.headers))],
+            [[*row, *[""] * (width - len(row))] for row in section.rows])
+
+
 # --- markdown ----------------------------------------------------------------------------------
+
+ALIGNMENT = {"left": ":--", "right": "--:"}
+
 
 def _md(text: str) -> str:
     """Escape the characters markdown would read as formatting or table syntax."""
@@ -304,33 +266,47 @@ def _md_table(rows: list[Row], headers: tuple[str, ...] = HEADERS) -> list[str]:
     return lines
 
 
-def render_markdown(comparison: dict[str, Any]) -> str:
+def _md_section(section: Section) -> list[str]:
+    """A method's section: its title, its sentences as paragraphs, its table aligned as ``align`` says."""
+    lines = [f"#### {_md(section.title)}", ""] if section.title else []
+    for line in section.lines:
+        lines += [_md(line), ""]
+    table = _table(section)
+    if table is not None:
+        headers, rows = table
+        align = [ALIGNMENT.get(a, "---") for a in section.align[:len(headers)]]
+        align += ["---"] * (len(headers) - len(align))
+        lines += ["| " + " | ".join(map(_md, headers)) + " |", "|" + "|".join(align) + "|",
+                  *("| " + " | ".join(map(_md, cells)) + " |" for cells in rows), ""]
+    return lines
+
+
+def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     """The comparison as GitHub-flavoured markdown: context, table, notes, one section per method."""
-    lines = [f"# {_md(_title(comparison))}", ""]
-    if _context_line(comparison):
-        lines += [_md(" · ".join(_context_line(comparison))), ""]
-    lines += _md_table(_rows(comparison))
-    front = _front_names(comparison)
+    shown = read_comparison(comparison)
+    lines = [f"# {_md(_title(shown))}", ""]
+    if _context_line(shown):
+        lines += [_md(" · ".join(_context_line(shown))), ""]
+    lines += _md_table(_rows(shown))
+    front = _front_names(shown)
     if front:
-        lines += ["", _md(_front_sentence(comparison, front))]
-    warnings = _warnings(comparison)
+        lines += ["", _md(_front_sentence(shown, front))]
+    warnings = _warnings(shown)
     lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []
     lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in NOTES]
-    if pipelines(comparison):
+    if shown.pipelines():
         lines += ["", "## What each step of a pipeline bought", ""]
-        for pipeline in pipelines(comparison):
-            lines += [f"### {_md(pipeline['method'])}", "", *_md_table(_step_rows(comparison, pipeline), STEP_HEADERS),
-                      "", f"![{_md(pipeline['method'])}: each step]({steps_stem(pipeline)}.png)", ""]
+        for pipeline in shown.pipelines():
+            lines += [f"### {_md(pipeline.method)}", "", *_md_table(_step_rows(shown, pipeline), STEP_HEADERS),
+                      "", f"![{_md(pipeline.method)}: each step]({steps_stem(pipeline)}.png)", ""]
     lines += ["", "## What each method changed", ""]
-    methods = comparison["methods"]
-    for method, anchor in zip(methods, _anchors(methods)):
-        lines += [f'<a id="{anchor}"></a>', "", f"### {_md(_display_name(method))} (`{method['method']}`)", ""]
+    for method, anchor in zip(shown.methods, _anchors(shown.methods)):
+        lines += [f'<a id="{anchor}"></a>', "", f"### {_md(_display_name(method))} (`{method.method}`)", ""]
         if _details(method):
             lines += ["_" + _md(" · ".join(_details(method))) + "_", ""]
         lines += [_md(_explanation(method)), ""]
-        if _layer_rows(method):
-            lines += ["| " + " | ".join(LAYER_HEADERS) + " |", "|:--" + "|--:|:--" * 2 + "|",
-                      *("| " + " | ".join(cells) + " |" for cells in _layer_rows(method)), ""]
+        for section in method.sections:
+            lines += _md_section(section)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -379,8 +355,8 @@ def _html_table(rows: list[Row], headers: tuple[str, ...] = HEADERS, css_class: 
             f"<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table></div>")
 
 
-def _alt_texts(comparison: dict[str, Any]) -> dict[str, str]:
-    count = len(comparison["methods"])
+def _alt_texts(comparison: ShownComparison) -> dict[str, str]:
+    count = len(comparison.methods)
     front = ", ".join(_front_names(comparison)) or "none"
     return {
         "accuracy_vs_latency": f"Scatter plot of test accuracy (%) against batch-1 latency p50 (ms) for the "
@@ -408,62 +384,68 @@ def _html_figure(png: bytes | None, alt: str, caption: str) -> str:
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def _html_figures(comparison: dict[str, Any], plots: dict[str, bytes]) -> list[str]:
+def _html_figures(comparison: ShownComparison, plots: dict[str, bytes]) -> list[str]:
     alts = _alt_texts(comparison)
     return [_html_figure(plots[name], alts[name], CAPTIONS[name]) for name in PLOT_FILES if name in plots]
 
 
-def _html_methods(comparison: dict[str, Any]) -> list[str]:
-    methods = comparison["methods"]
+def _html_methods(comparison: ShownComparison) -> list[str]:
     out = []
-    for method, anchor in zip(methods, _anchors(methods)):
+    for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
         details = html.escape(" · ".join(_details(method)))
         out.append(f'<section class="method" id="{anchor}">'
-                   f"<h3>{html.escape(_display_name(method))} <code>{html.escape(str(method['method']))}</code></h3>"
+                   f"<h3>{html.escape(_display_name(method))} <code>{html.escape(method.method)}</code></h3>"
                    + (f'<p class="details">{details}</p>' if details else "")
-                   + f"<p>{html.escape(_explanation(method))}</p>{_html_layers(method)}</section>")
+                   + f"<p>{html.escape(_explanation(method))}</p>"
+                   + "".join(_html_section(section) for section in method.sections) + "</section>")
     return out
 
 
-def _html_layers(method: dict[str, Any]) -> str:
-    rows = _layer_rows(method)
-    if not rows:
-        return ""
-    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in LAYER_HEADERS)
+def _html_section(section: Section) -> str:
+    """A method's section: title, paragraphs, and a table whose first column heads its rows."""
+    out = f"<h4>{html.escape(section.title)}</h4>" if section.title else ""
+    out += "".join(f"<p>{html.escape(line)}</p>" for line in section.lines)
+    table = _table(section)
+    if table is None:
+        return out
+    headers, rows = table
+    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in headers)
     body = "".join(f'<tr><th scope="row">{html.escape(first)}</th>'
                    + "".join(f'<td class="num">{html.escape(c)}</td>' for c in cells) + "</tr>"
                    for first, *cells in rows)
-    return f'<table class="layers"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (out + f'<table class="{html.escape(section.name)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
 
 
-def render_html(comparison: dict[str, Any], plots: dict[str, bytes]) -> str:
+def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, bytes]) -> str:
     """A self-contained HTML5 page: table ``#comparison``, embedded plots, one section per method."""
-    title = html.escape(_title(comparison))
-    front = _front_names(comparison)
+    shown = read_comparison(comparison)
+    title = html.escape(_title(shown))
+    front = _front_names(shown)
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
-        f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(comparison)))}</p>',
-        "<h2>Results</h2>", _html_table(_rows(comparison)),
+        f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(shown)))}</p>',
+        "<h2>Results</h2>", _html_table(_rows(shown)),
     ]
     if front:
-        parts.append(f"<p>{html.escape(_front_sentence(comparison, front))}</p>")
-    parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(comparison)]
+        parts.append(f"<p>{html.escape(_front_sentence(shown, front))}</p>")
+    parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(shown)]
     parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in NOTES) + "</ul>")
-    figures = _html_figures(comparison, plots)
+    figures = _html_figures(shown, plots)
     if figures:
         parts += ["<h2>Plots</h2>", *figures]
-    if pipelines(comparison):
+    if shown.pipelines():
         parts.append("<h2>What each step of a pipeline bought</h2>")
-        for pipeline in pipelines(comparison):
-            parts += [f"<h3>{html.escape(pipeline['method'])}</h3>",
-                      _html_table(_step_rows(comparison, pipeline), STEP_HEADERS, "steps"),
+        for pipeline in shown.pipelines():
+            parts += [f"<h3>{html.escape(pipeline.method)}</h3>",
+                      _html_table(_step_rows(shown, pipeline), STEP_HEADERS, "steps"),
                       _html_figure(plots.get(steps_stem(pipeline)), f"Bars of parameters, size, latency and accuracy "
-                                   f"for the teacher and each step of {pipeline['method']}.",
+                                   f"for the teacher and each step of {pipeline.method}.",
                                    "Left to right: the teacher, then each step; each bar as measured in this "
                                    "comparison.")]
-    parts += ["<h2>What each method changed</h2>", *_html_methods(comparison), "</body>", "</html>"]
+    parts += ["<h2>What each method changed</h2>", *_html_methods(shown), "</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -484,13 +466,13 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
     """Validate, then write comparison.json, .md, .html and the PNG plots into ``directory``."""
-    validate_comparison(comparison)
+    shown = read_comparison(comparison)
     directory = Path(directory)
-    plots = render_plots(comparison)  # render everything first: a failure writes nothing
+    plots = render_plots(shown)  # render everything first: a failure writes nothing
     texts = {
         "comparison.json": json.dumps(comparison, indent=2, ensure_ascii=False) + "\n",
-        "comparison.md": render_markdown(comparison),
-        "comparison.html": render_html(comparison, plots),
+        "comparison.md": render_markdown(shown),
+        "comparison.html": render_html(shown, plots),
     }
     names = [*texts, *(f"{stem}.png" for stem in plots)]
     marker = read_marker(directory)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from compress.errors import CompressError
-from compress.methods.pipeline import Step, parse
-from compress.methods.registry import Method, all_methods, get_method
+from compress.registry import Method, all_methods, get_method
+from compress.registry.pipeline import Step, parse
 from compress.teachers.registry import teacher_config
 
 DEFAULT_SEQ_LEN = 128

@@ -1,8 +1,9 @@
 """The comparison report's plots, rendered to PNG bytes with matplotlib's Agg canvas.
 
 Figures are built with the object-oriented API (``Figure`` + ``FigureCanvasAgg``), never pyplot,
-so no GUI backend is touched and no global figure registry keeps them alive. A field that is null
-(or NaN) for a model leaves that model out of the plot that needs it.
+so no GUI backend is touched and no global figure registry keeps them alive. They draw from the
+comparison as :func:`~compress.reports.comparison_data.read_comparison` reads it: a number that is None
+there (null, NaN, or missing in comparison.json) leaves that model out of the plot that needs it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import io
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from matplotlib.axes import Axes
@@ -21,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 from compress.models.accounting import COMPONENTS
+from compress.reports.comparison_data import ShownComparison, ShownMethod, ShownModel, number, read_comparison
 
 DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
@@ -33,11 +36,7 @@ COMPONENT_COLORS = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f",
                     "#8cd17d", "#b6992d", "#e15759", "#79706e", "#d37295")
 
 
-def number(value: Any) -> float | None:
-    """``value`` as a finite float, or None when it is null, NaN, infinite or not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+__all__ = ["number", "pareto_front", "pipelines", "render_plots", "steps_stem"]   # number: read_comparison's
 
 
 def pareto_front(points: list[tuple[float, float]], tie: float = 0.0) -> list[int]:
@@ -89,21 +88,28 @@ def _reference_counts(largest: float) -> list[float]:
 
 # --- accuracy vs latency -----------------------------------------------------------------------
 
-def _scatter_points(comparison: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+@dataclass(frozen=True)
+class Point:
+    """A model on the accuracy / latency plot."""
+
+    name: str
+    kind: str | None         # the method's kind, which picks its colour; None for the teacher
+    teacher: bool
+    x: float                 # batch-1 latency p50, ms
+    y: float                 # test accuracy, %
+    params: float | None     # the bubble's area; None draws a small cross
+
+
+def _scatter_points(comparison: ShownComparison) -> tuple[list[Point], list[str]]:
     """Plottable models (teacher first) and the names of those left out for lack of data."""
-    models: list[tuple[str, str | None, dict[str, Any]]] = []
-    teacher = comparison.get("teacher")
-    if isinstance(teacher, dict):
-        models.append(("teacher", "teacher", teacher))
-    models += [(str(m.get("method", "?")), m.get("kind"), m) for m in comparison.get("methods") or []]
     points, missing = [], []
-    for index, (name, kind, m) in enumerate(models):
-        latency, accuracy = number(m.get("latency_ms_p50")), number(m.get("accuracy"))
-        if latency is None or accuracy is None:
+    models: list[tuple[str, ShownModel, str | None]] = [("teacher", t, None) for t in [comparison.teacher] if t]
+    models += [(m.method, m, m.kind) for m in comparison.methods]
+    for name, m, kind in models:
+        if m.latency_ms_p50 is None or m.accuracy is None:
             missing.append(name)
             continue
-        points.append({"name": name, "kind": kind, "teacher": index == 0 and kind == "teacher",
-                       "x": latency, "y": 100 * accuracy, "params": number(m.get("params"))})
+        points.append(Point(name, kind, m is comparison.teacher, m.latency_ms_p50, 100 * m.accuracy, m.params))
     return points, missing
 
 
@@ -117,9 +123,9 @@ def _overlaps(box: Bbox, others: Sequence[Bbox]) -> bool:
     return any(box.overlaps(o) for o in others)
 
 
-def _front_steps(ax: Axes, points: list[dict[str, Any]], tie: float) -> list[Bbox]:
+def _front_steps(ax: Axes, points: list[Point], tie: float) -> list[Bbox]:
     """Display-space boxes around the segments of the Pareto step line, so labels avoid it."""
-    xy = [ax.transData.transform((p["x"], p["y"])) for p in _front_sorted(points, tie)]
+    xy = [ax.transData.transform((p.x, p.y)) for p in _front_sorted(points, tie)]
     boxes = []
     for (x0, y0), (x1, y1) in itertools.pairwise(xy):
         boxes.append(Bbox.from_extents(x0, y0 - 2, x1, y0 + 2))                       # across
@@ -140,7 +146,7 @@ def _segment_boxes(ax: Axes, segments: list[tuple[tuple[float, float], tuple[flo
     return boxes
 
 
-def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float,
+def _place_labels(fig: Figure, ax: Axes, points: list[Point], areas: list[float], tie: float,
                   arrows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
     """Annotate each point with its name beside its bubble, avoiding labels, bubbles and the front."""
     renderer = FigureCanvasAgg(fig).get_renderer()
@@ -151,7 +157,7 @@ def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: li
     scale = fig.dpi / 72
     bubbles = []
     for p, area in zip(points, areas):
-        cx, cy = ax.transData.transform((p["x"], p["y"]))
+        cx, cy = ax.transData.transform((p.x, p.y))
         r = math.sqrt(area) / 2 * scale
         bubbles.append(Bbox.from_extents(cx - r, cy - r, cx + r, cy + r))
     placed: list[Bbox] = []
@@ -164,7 +170,7 @@ def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: li
         obstacles = placed + bubbles[:i] + bubbles[i + 1:] + steps
         chosen = None
         for offset, ha, va in candidates:
-            text = ax.annotate(p["name"], (p["x"], p["y"]), xytext=offset, textcoords="offset points",
+            text = ax.annotate(p.name, (p.x, p.y), xytext=offset, textcoords="offset points",
                                ha=ha, va=va, fontsize=9)
             box = text.get_window_extent(renderer)
             if inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1) \
@@ -174,36 +180,36 @@ def _place_labels(fig: Figure, ax: Axes, points: list[dict[str, Any]], areas: li
             text.remove()
         if chosen is None:  # nowhere free: take the first place and accept the overlap
             offset, ha, va = candidates[0]
-            text = ax.annotate(p["name"], (p["x"], p["y"]), xytext=offset, textcoords="offset points",
+            text = ax.annotate(p.name, (p.x, p.y), xytext=offset, textcoords="offset points",
                                ha=ha, va=va, fontsize=9)
             chosen = text.get_window_extent(renderer)
         placed.append(chosen)
 
 
-def _front_sorted(points: list[dict[str, Any]], tie: float) -> list[dict[str, Any]]:
+def _front_sorted(points: list[Point], tie: float) -> list[Point]:
     """The Pareto-optimal points (accuracy differences within ``tie`` points are ties), fastest first."""
-    front = [points[i] for i in pareto_front([(p["x"], p["y"]) for p in points], tie)]
-    return sorted(front, key=lambda p: (p["x"], p["y"]))
+    front = [points[i] for i in pareto_front([(p.x, p.y) for p in points], tie)]
+    return sorted(front, key=lambda p: (p.x, p.y))
 
 
-def _draw_front(ax: Axes, points: list[dict[str, Any]], areas: list[float], tie: float) -> None:
+def _draw_front(ax: Axes, points: list[Point], areas: list[float], tie: float) -> None:
     """The front as a dashed step line (best accuracy reachable within each latency) and rings."""
     front = _front_sorted(points, tie)
-    xs, ys = [p["x"] for p in front], [p["y"] for p in front]
+    xs, ys = [p.x for p in front], [p.y for p in front]
     ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
     ax.scatter(xs, ys, s=[areas[points.index(p)] for p in front], facecolors="none", edgecolors="black",
                linewidths=2.0, zorder=4)
 
 
-def _draw_pipelines(ax: Axes, comparison: dict[str, Any], points: list[dict[str, Any]],
+def _draw_pipelines(ax: Axes, comparison: ShownComparison, points: list[Point],
                     areas: list[float]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """An arrow from each later step of a pipeline to it from the step before (``distilbert`` ->
     ``distilbert+int8``; each row draws its own, so a step shared by pipelines gets one), from bubble
     edge to bubble edge; the (start, end) of each arrow drawn."""
-    where = {p["name"]: ((p["x"], p["y"]), math.sqrt(area) / 2) for p, area in zip(points, areas)}
+    where = {p.name: ((p.x, p.y), math.sqrt(area) / 2) for p, area in zip(points, areas)}
     drawn = []
-    for m in comparison.get("methods") or []:
-        steps = m.get("steps") or []
+    for m in comparison.methods:
+        steps = m.steps
         start, end = (where.get(steps[-2]), where.get(steps[-1])) if len(steps) > 1 else (None, None)
         if start is not None and end is not None:
             ax.annotate("", xy=end[0], xytext=start[0], zorder=3.5,
@@ -238,29 +244,29 @@ def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float, ar
               handletextpad=1.2)
 
 
-def _title(comparison: dict[str, Any], what: str) -> str:
-    details = []
-    if number(comparison.get("seq_len")) is not None:
-        details.append(f"{comparison['seq_len']} tokens")
-    if number(comparison.get("threads")) is not None:
-        details.append(f"{comparison['threads']} threads")
-    dataset = (comparison.get("dataset") or {}).get("name")
+def _title(comparison: ShownComparison, what: str) -> str:
+    details, context = [], comparison.context
+    if context.seq_len is not None:
+        details.append(f"{context.seq_len} tokens")
+    if context.threads is not None:
+        details.append(f"{context.threads} threads")
+    dataset = comparison.dataset.name
     head = f"{what} on {dataset}" if dataset else what
     return f"{head} (batch 1, {', '.join(details)})" if details else head
 
 
-def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
+def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
     """Test accuracy (%) against batch-1 latency p50 (ms); bubble area is proportional to parameters."""
     points, missing = _scatter_points(comparison)
-    tie = 100 * (number(comparison.get("accuracy_standard_error")) or 0.0)
+    tie = 100 * (comparison.context.accuracy_standard_error or 0.0)
     fig = Figure(figsize=(9.0, 5.6), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
-    largest = max((p["params"] for p in points if p["params"] is not None), default=0.0)
-    areas = [_bubble_area(p["params"], largest) for p in points]
+    largest = max((p.params for p in points if p.params is not None), default=0.0)
+    areas = [_bubble_area(p.params, largest) for p in points]
     for p, area in zip(points, areas):
-        color = TEACHER_COLOR if p["teacher"] else KIND_COLORS.get(p["kind"], OTHER_COLOR)
-        marker = "D" if p["teacher"] else ("o" if p["params"] is not None else "x")
-        ax.scatter([p["x"]], [p["y"]], s=area, marker=marker, color=color, alpha=0.7,
+        color = TEACHER_COLOR if p.teacher else KIND_COLORS.get(p.kind, OTHER_COLOR)
+        marker = "D" if p.teacher else ("o" if p.params is not None else "x")
+        ax.scatter([p.x], [p.y], s=area, marker=marker, color=color, alpha=0.7,
                    edgecolors="white" if marker != "x" else None, linewidths=0.8, zorder=3)
     arrows = _draw_pipelines(ax, comparison, points, areas)
     if points:
@@ -275,7 +281,7 @@ def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
     ax.grid(True, color="#e5e5e5", linewidth=0.8, zorder=0)
     ax.set_axisbelow(True)
     if points:
-        _legends(ax, {p["kind"] for p in points if not p["teacher"]}, any(p["teacher"] for p in points), largest,
+        _legends(ax, {p.kind for p in points if not p.teacher}, any(p.teacher for p in points), largest,
                  bool(arrows), tie)
     if missing:
         ax.text(0.0, -0.14, "not plotted (no latency or accuracy measured): " + ", ".join(missing),
@@ -289,23 +295,19 @@ def accuracy_vs_latency_png(comparison: dict[str, Any]) -> bytes:
 
 # --- parameters by component -------------------------------------------------------------------
 
-def _component_rows(comparison: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+def _component_rows(comparison: ShownComparison | dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     """(bar label, component -> parameters) for each model with a breakdown, teacher first."""
-    rows: list[tuple[str, dict[str, Any]]] = []
-    teacher = comparison.get("teacher")
-    if isinstance(teacher, dict):
-        rows.append((f"teacher ({teacher.get('name', '?')})", teacher))
+    shown = read_comparison(comparison)
+    rows: list[tuple[str, ShownModel]] = []
+    if shown.teacher is not None:
+        rows.append((f"teacher ({'?' if shown.teacher.name is None else shown.teacher.name})", shown.teacher))
     # The short names the results table shows: long labels squeezed the bars and pushed the title off the figure.
-    rows += [(str(m.get("method") or m.get("label") or "?"), m) for m in comparison.get("methods") or []]
-    out = []
-    for label, model in rows:
-        parts = model.get("params_by_component")
-        if isinstance(parts, dict):
-            out.append((label, {key: number(parts.get(key)) or 0.0 for key in COMPONENTS}))
-    return out
+    rows += [(m.method, m) for m in shown.methods]
+    return [(label, {key: parts.get(key) or 0.0 for key in COMPONENTS})
+            for label, model in rows if (parts := model.params_by_component) is not None]
 
 
-def params_by_component_png(comparison: dict[str, Any]) -> bytes:
+def params_by_component_png(comparison: ShownComparison) -> bytes:
     """Horizontal stacked bars of parameters (millions) by component, one bar per model."""
     rows = _component_rows(comparison)
     used = [key for key in COMPONENTS if any(parts[key] > 0 for _, parts in rows)]
@@ -337,31 +339,34 @@ def params_by_component_png(comparison: dict[str, Any]) -> bytes:
 
 # --- what each step of a pipeline changed ------------------------------------------------------
 
-STEP_PANELS = (("params", 1e6, "parameters (M)"), ("size_bytes", 1e6, "size (MB)"),
-               ("latency_ms_p50", 1.0, "latency p50, batch 1 (ms)"), ("accuracy", 0.01, "test accuracy (%)"))
+STEP_PANELS: tuple[tuple[Callable[[ShownModel], float | None], float, str], ...] = (
+    (lambda m: m.params, 1e6, "parameters (M)"), (lambda m: m.size_bytes, 1e6, "size (MB)"),
+    (lambda m: m.latency_ms_p50, 1.0, "latency p50, batch 1 (ms)"), (lambda m: m.accuracy, 0.01, "test accuracy (%)"))
+ACCURACY_PANEL = 3   # its axis is cut to the accuracies shown: they differ by a few points of 100
 
 
-def pipelines(comparison: dict[str, Any]) -> list[dict[str, Any]]:
+def pipelines(comparison: ShownComparison | dict[str, Any]) -> list[ShownMethod]:
     """The methods that are pipelines (two or more steps), in table order."""
-    return [m for m in comparison.get("methods") or [] if len(m.get("steps") or []) > 1]
+    return read_comparison(comparison).pipelines()
 
 
-def steps_stem(method: dict[str, Any]) -> str:
+def steps_stem(method: ShownMethod) -> str:
     """The file stem of a pipeline's step plot: ``steps-distilbert-int8``."""
-    return "steps-" + (re.sub(r"[^a-z0-9_]+", "-", str(method["method"]).lower()).strip("-") or "x")
+    return "steps-" + (re.sub(r"[^a-z0-9_]+", "-", method.method.lower()).strip("-") or "x")
 
 
-def pipeline_steps_png(comparison: dict[str, Any], pipeline: dict[str, Any]) -> bytes:
+def pipeline_steps_png(comparison: ShownComparison, pipeline: ShownMethod) -> bytes:
     """Four panels (parameters, size, latency, accuracy), one bar per model from the teacher through
     each step of ``pipeline``, so what each step bought reads from left to right."""
-    by_name = {str(m["method"]): m for m in comparison.get("methods") or []}
-    names = ["teacher", *pipeline["steps"]]
-    models = [comparison.get("teacher") or {}, *(by_name.get(n, {}) for n in pipeline["steps"])]
-    labels = ["teacher", *(n if i == 0 else "+" + n.split("+")[-1] for i, n in enumerate(pipeline["steps"]))]
+    by_name = {m.method: m for m in comparison.methods}
+    blank = ShownModel()   # a step without a row of its own, or no teacher: nothing measured
+    names = ["teacher", *pipeline.steps]
+    models = [comparison.teacher or blank, *(by_name.get(n, blank) for n in pipeline.steps)]
+    labels = ["teacher", *(n if i == 0 else "+" + n.split("+")[-1] for i, n in enumerate(pipeline.steps))]
     fig = Figure(figsize=(9.0, 3.2), dpi=DPI, layout="constrained")
-    for index, (key, scale, title) in enumerate(STEP_PANELS):
+    for index, (value_of, scale, title) in enumerate(STEP_PANELS):
         ax = fig.add_subplot(1, len(STEP_PANELS), index + 1)
-        values = [number(m.get(key)) for m in models]
+        values = [value_of(m) for m in models]
         heights = [v / scale if v is not None else 0.0 for v in values]
         colors = [TEACHER_COLOR] + [STEP_COLOR] * (len(names) - 1)
         ax.bar(range(len(names)), heights, color=colors, alpha=0.8)
@@ -371,12 +376,12 @@ def pipeline_steps_png(comparison: dict[str, Any], pipeline: dict[str, Any]) -> 
         ax.set_xticks(range(len(names)), labels, rotation=30, ha="right", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.margins(y=0.15)
-        if key == "accuracy":
+        if index == ACCURACY_PANEL:
             known = [h for h, v in zip(heights, values) if v is not None]
             if known:
                 ax.set_ylim(max(0.0, min(known) - 10), min(100.0, max(known) + 5))
         ax.tick_params(axis="y", labelsize=8)
-    fig.suptitle(f"{pipeline['method']}: what each step changed", fontsize=10)
+    fig.suptitle(f"{pipeline.method}: what each step changed", fontsize=10)
     return _to_png(fig)
 
 
@@ -386,9 +391,10 @@ PLOTS = {
 }
 
 
-def render_plots(comparison: dict[str, Any]) -> dict[str, bytes]:
+def render_plots(comparison: ShownComparison | dict[str, Any]) -> dict[str, bytes]:
     """Every plot of the report as PNG bytes, keyed by file stem (``accuracy_vs_latency``, ...,
-    then ``steps-NAME`` for each pipeline)."""
-    plots = {name: render(comparison) for name, render in PLOTS.items()}
-    plots |= {steps_stem(m): pipeline_steps_png(comparison, m) for m in pipelines(comparison)}
+    then ``steps-NAME`` for each pipeline); a comparison.json's dict is read (and validated) first."""
+    shown = read_comparison(comparison)
+    plots = {name: render(shown) for name, render in PLOTS.items()}
+    plots |= {steps_stem(m): pipeline_steps_png(shown, m) for m in shown.pipelines()}
     return plots

@@ -1,21 +1,23 @@
 """The records runs write and reports read, as dataclasses: one place for the shape of ``metrics.json``
 and ``comparison.json`` and their schema versions.
 
-metrics.json, schema version 3 (version 2, without ``chain``, is still read)::
+metrics.json, schema version 4 (versions 2 and 3 are still read)::
 
-    schema_version, method, kind ("distillation" or "quantization"), seconds, seq_len
+    schema_version, method, kind (the method's: "distillation", "quantization", "pruning"), seconds, seq_len
     dataset   DatasetRecord {name, fingerprint, sizes {train, dev, test}, label_names}
     teacher   ModelRecord {params, classifier_params, params_by_component, flops, size_bytes, accuracy,
               macro_f1, dev_accuracy}
-    student   ModelRecord, with layout and config (quantization runs: backend and dtype too)
+    student   ModelRecord, with layout and config (quantized models: backend and dtype too)
     retention student accuracy / teacher accuracy
     ratios    teacher / student for params, flops, size_bytes
-    stages    per training stage: best epoch, best dev metrics, seconds ([] for quantization)
+    stages    per training stage: best epoch, best dev metrics, seconds ([] when nothing trained)
     speed     {teacher?, student, source?}: each a compress.bench.speed measurement (latency_ms_p50,
               latency_ms_p90 at batch 1, throughput at batch 32, peak_memory_bytes, seq_len, threads)
     chain     [ChainStep]: every step of the pipeline that made this model, first to last, this run
               included, each as its own run measured it (a run made by one method has one step)
-    source, quantization   (quantization runs) what was quantized; backend, CPU features, measurements
+    source    (transforms) what was transformed
+    details   the method's own record (a compress.registry.Details of the class the method declares,
+              with its own schema_version); schema 3 kept it under ``quantization`` or ``pruning``
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
@@ -29,16 +31,22 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from compress.bench.measurement import Manifest, Speed
 from compress.errors import CompressError
+from compress.registry import Details, details_class
+from compress.train_config import StageRecord
 
-RUN_SCHEMA = 3
-READABLE_RUN_SCHEMAS = (2, 3)
+if TYPE_CHECKING:
+    from compress.distill.recipe import RecipeData
+
+RUN_SCHEMA = 4
+READABLE_RUN_SCHEMAS = (2, 3, 4)
+LEGACY_DETAILS = ("quantization", "pruning")   # where schema 3 kept what is now ``details``
 COMPARISON_SCHEMA = 2
 READABLE_COMPARISON_SCHEMAS = (1, 2)
 
-Measurement = dict[str, Any]   # one compress.bench.speed measurement
 
 
 def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +108,7 @@ class ChainStep:
     throughput: float
 
     @classmethod
-    def of(cls, step: str, run_dir: Path | str, model: ModelRecord, speed: Measurement) -> ChainStep:
+    def of(cls, step: str, run_dir: Path | str, model: ModelRecord, speed: Speed) -> ChainStep:
         return cls(step, str(run_dir), model.params, model.size_bytes, model.flops, model.accuracy, model.macro_f1,
                    speed["latency_ms_p50"], speed["throughput"])
 
@@ -118,6 +126,22 @@ class SourceRecord:
     macro_f1: float
 
 
+class SavedConfig(TypedDict, total=False):
+    """A run directory's config.json: everything needed to run it again, and what its model came from."""
+
+    run: dict[str, Any]               # the RunConfig, as asdict
+    options: dict[str, Any]           # the method's options as resolved, as asdict
+    recipe: RecipeData                # what it trained (students, pruning's and low-rank's recovery)
+    pipeline: str                     # the whole pipeline, when the run is a step of one
+    max_length: int
+    source: dict[str, Any]            # transforms: the SourceRecord, as asdict
+    parent: str | None                # transforms: the run directory transformed
+    teacher: str                      # transforms: the teacher's name
+    teacher_dir: str                  # students: the fine-tuned teacher's directory
+    teacher_config: dict[str, Any]    # students: the teacher's EncoderConfig
+    processes: int                    # students: the data-parallel processes that trained it
+
+
 @dataclass
 class RunRecord:
     """metrics.json: what one run made and measured (see the module docstring)."""
@@ -131,18 +155,19 @@ class RunRecord:
     student: ModelRecord
     retention: float
     ratios: dict[str, float]
-    stages: list[dict[str, Any]]
-    speed: dict[str, Measurement]
+    stages: list[StageRecord]
+    speed: dict[str, Speed]
     chain: list[ChainStep] = field(default_factory=list)
     source: SourceRecord | None = None
-    quantization: dict[str, Any] | None = None
-    pruning: dict[str, Any] | None = None
+    details: Details | None = None
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
         data = {"schema_version": self.schema_version, **_drop_none(asdict(self))}
         data |= {"dataset": self.dataset.to_dict(), "teacher": self.teacher.to_dict(),
                  "student": self.student.to_dict()}
+        if self.details is not None:
+            data["details"] = self.details.to_dict()
         return data
 
     @classmethod
@@ -150,10 +175,10 @@ class RunRecord:
         """The record ``data`` holds (schema 2 or 3); one sentence naming what is wrong otherwise."""
         version = data.get("schema_version")
         if version not in READABLE_RUN_SCHEMAS:
+            *older, newest = map(str, READABLE_RUN_SCHEMAS)
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
-                                f"{' or '.join(map(str, READABLE_RUN_SCHEMAS))}; run it again.")
-        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "quantization", "pruning",
-                                                                     "schema_version")]
+                                f"{', '.join(older)} or {newest}; run it again.")
+        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")
@@ -164,6 +189,7 @@ class RunRecord:
                 "student": ModelRecord(**_known(ModelRecord, data["student"])),
                 "chain": [ChainStep(**step) for step in data.get("chain", [])],
                 "source": SourceRecord(**data["source"]) if data.get("source") else None,
+                "details": _details(data),
             })
         except TypeError as e:
             raise CompressError(f"{run_dir}/metrics.json does not have the shape of a run record ({e}); "
@@ -174,7 +200,15 @@ class RunRecord:
 
     @property
     def quantized(self) -> bool:
-        return self.quantization is not None
+        """Whether the model is an artefact run by a backend (model/), not an fp32 encoder (student/)."""
+        return self.student.backend is not None
+
+
+def _details(data: dict[str, Any]) -> Details | None:
+    """The method's details of a record: ``details`` (schema 4) or the block schema 3 kept them in."""
+    found = data.get("details") or next((data[k] for k in LEGACY_DETAILS if data.get(k)), None)
+    cls = details_class(data["method"])
+    return cls.from_dict(found) if found is not None and cls is not None else None
 
 
 def read_run_record(run_dir: Path | str) -> RunRecord:
@@ -189,6 +223,33 @@ def read_run_record(run_dir: Path | str) -> RunRecord:
 
 
 # --- comparison.json ---------------------------------------------------------------------------
+
+
+@dataclass
+class Section:
+    """A method's own part of a report: an optional title, sentences, and a table, as plain text cells
+    (the per-layer picture of a pruned model). ``name`` names it for the page (the HTML table's class);
+    ``align`` has one entry per column, "left" or "right"."""
+
+    name: str
+    title: str | None = None
+    lines: list[str] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    align: list[str] = field(default_factory=list)
+
+
+class SpeedSettings(TypedDict, total=False):
+    """How a comparison measured speed: its SpeedConfig, the passes, and the CPUs other processes kept busy
+    meanwhile (None off Linux)."""
+
+    threads: int
+    warmup: int
+    repeats: int
+    batch_size: int
+    batch_repeats: int
+    passes: int
+    other_cpus: float | None
 
 
 @dataclass(kw_only=True)
@@ -229,7 +290,7 @@ class ComparedModel(ComparedMeasures):
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
-    layers: list[dict[str, Any]] | None = None   # what structural pruning kept per layer (layers_kept)
+    sections: list[Section] = field(default_factory=list)   # the own part of its last step that has one
 
 
 @dataclass
@@ -239,11 +300,11 @@ class Comparison:
     created: str
     seq_len: int
     threads: int
-    speed: dict[str, Any]                 # how speed was measured (SpeedConfig, passes, other_cpus: the CPUs
+    speed: SpeedSettings                  # how speed was measured (SpeedConfig, passes, other_cpus: the CPUs
                                           # other processes kept busy meanwhile, None off Linux)
     dataset: DatasetRecord
     accuracy_standard_error: float        # of the teacher's test accuracy: smaller differences are ties
-    manifest: dict[str, Any]
+    manifest: Manifest
     teacher: ComparedTeacher
     methods: list[ComparedModel]
     reused: list[str]                     # the runs found complete and not run again

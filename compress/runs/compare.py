@@ -35,12 +35,11 @@ from typing import Any
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import manifest
+from compress.bench.measurement import Speed
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import load_task
 from compress.errors import CompressError
-from compress.methods.pipeline import Pipeline, Step, check, parse
-from compress.methods.registry import Method, StudentMethod, Transform, all_methods, format_value, get_method, names
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
@@ -48,8 +47,9 @@ from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
+from compress.registry import Method, StudentMethod, Transform, all_methods, format_value, get_method, names
+from compress.registry.pipeline import Pipeline, Step, check, parse
 from compress.reports.comparison import write_comparison
-from compress.reports.layers_kept import layers_kept
 from compress.reports.records import (
     ChainStep,
     ComparedModel,
@@ -57,12 +57,14 @@ from compress.reports.records import (
     Comparison,
     DatasetRecord,
     RunRecord,
+    Section,
     read_run_record,
 )
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
 from compress.runs.executors import Executor, run_all
 from compress.runs.pipeline import check_student_inputs, run
+from compress.runs.writer import check_transform
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
@@ -221,9 +223,9 @@ def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: di
     return predictor if table is None else RenumberedPredictor(predictor, table)
 
 
-def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
+def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, Comparison]:
     """Run (or reuse) every method and pipeline, measure them all, write the comparison; return its
-    directory and data."""
+    directory and the comparison (``to_dict()`` is its comparison.json)."""
     say = progress or (lambda message: None)
     planned = plan_runs(config.methods)
     by_name = {step.name: step for step in planned}
@@ -234,7 +236,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
             except ValueError as e:
                 raise CompressError(f"invalid {step.method.name} student: {e}") from None
         if isinstance(step.method, Transform):  # a backend this CPU lacks
-            step.method.check(_run_config(config, step, "teacher"), step.method.options(**step.options))
+            check_transform(_run_config(config, step, "teacher"), step.method, step.method.options(**step.options))
             parent = by_name.get(step.parent or "")
             if parent is not None:
                 check_student_inputs([(s.method, s.method.options(**s.options)) for s in (parent, step)],
@@ -256,7 +258,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
 
 
 def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, threads: int,
-             speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+             speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, Comparison]:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 
@@ -294,12 +296,11 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
         methods=[_compared(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned],
         reused=reused,
     )
-    data = comparison.to_dict()
-    write_comparison(data, out)
-    return out, data
+    write_comparison(comparison.to_dict(), out)
+    return out, comparison
 
 
-def _timings(speed: dict[str, Any]) -> dict[str, Any]:
+def _timings(speed: Speed) -> dict[str, float]:
     return {k: speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput", "peak_memory_bytes")}
 
 
@@ -309,7 +310,7 @@ def _label(step: PlannedRun) -> str:
 
 
 def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, tuple[Path, RunRecord]],
-              speed: dict[str, Any], teacher_speed: dict[str, Any], seq_len: int) -> ComparedModel:
+              speed: Speed, teacher_speed: Speed, seq_len: int) -> ComparedModel:
     """The comparison's row for one run: its model, its speed measured here, and the steps that made it."""
     run_dir, record = runs[step.name]
     student = record.student
@@ -328,8 +329,8 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         throughput_speedup=speed["throughput"] / teacher_speed["throughput"],
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
-        note=(record.quantization or {}).get("note"),
-        layers=_layers(step, runs),
+        note=record.details.warning if record.details else None,
+        sections=_sections(step, runs),
     )
 
 
@@ -342,7 +343,11 @@ def _step_ratios(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> l
                              for before, after in zip(cumulative, cumulative[1:])]
 
 
-def _layers(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[dict[str, Any]] | None:
-    """What the last structural pruning among the row's steps kept, layer by layer (None if none pruned)."""
-    pruned = [runs[name][1] for name in step.steps if "layers_kept" in (runs[name][1].pruning or {})]
-    return layers_kept(pruned[-1].pruning, pruned[-1].student.config) if pruned else None
+def _sections(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[Section]:
+    """The method's own part of the row (the per-layer picture of a pruned model): that of the last of the
+    row's steps whose method has one, so ``distilbert+prune+int8`` shows what its prune step kept."""
+    for name in reversed(step.steps):
+        record = runs[name][1]
+        if record.details is not None and (found := get_method(record.method).compared_sections(record)):
+            return found
+    return []

@@ -2,7 +2,7 @@
 the first one does any work, each writing its own run directory that records its parent.
 
 A student method's step is a distillation run (:mod:`compress.runs.distillation`); a transform's
-step is carried out by its method module (quantization: :mod:`compress.runs.quantization`).
+step applies the method's verb through the run writer (:func:`compress.runs.writer.transform_run`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import Any
 
 from compress.distributed import launched
 from compress.errors import CompressError
-from compress.methods.pipeline import Step, check, parse
-from compress.methods.registry import Method, StudentMethod, Transform, all_methods, flag_for, option_fields
+from compress.registry import Method, StudentMethod, Transform, all_methods, families, flag_for, option_fields
+from compress.registry.pipeline import Step, check, parse
 from compress.runs.config import RunConfig, RunResult, claimed
 from compress.runs.distillation import distillation_run
+from compress.runs.writer import check_transform, transform_run
 from compress.teachers.registry import teacher_config
 
 
@@ -87,8 +88,7 @@ def _for_transforms(keys: list[str], methods: list[Method]) -> CompressError:
     """The error for --target or a transform's options given to a pipeline of students only."""
     transforms = [m for m in all_methods("transform") if not keys or set(keys) & set(option_fields(m.options))]
     flags = ["--target", *map(flag_for, keys)]
-    families = " or ".join(dict.fromkeys(m.family for m in transforms))
-    return CompressError(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for {families} "
+    return CompressError(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for {families(transforms)} "
                          f"({', '.join(m.name for m in transforms)}); {methods[0].name} trains a student (add "
                          f"--then {transforms[0].name} to apply one to it afterwards).")
 
@@ -115,8 +115,8 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         raise CompressError("data-parallel runs train one student method (albert, distilbert, tinybert); run "
                             "transforms and later pipeline steps in one process, with --target RUN_DIR.")
     for step in steps:
-        if step.method.kind == "transform":
-            step.method.check(step.config, step.options)  # fail before training, not after
+        if isinstance(step.method, Transform):
+            check_transform(step.config, step.method, step.options)  # fail before training, not after
     check_student_inputs([(step.method, step.options) for step in steps], config.teacher)
     with ExitStack() as stack:
         if config.out:  # every step's directory is claimed before the first step trains
@@ -128,11 +128,11 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
         if first.method.kind == "student":
             result = distillation_run(first.config, show_progress, pipeline=pipeline)
         else:
-            result = first.method.run(first.config, first.options, show_progress, pipeline)
+            result = transform_run(first.config, first.method, first.options, show_progress, pipeline)
         previous = result
         for step in steps[1:]:
             step_config = replace(step.config, target=str(previous.directory),
                                   out=f"{previous.directory}-{step.method.name}")
-            previous.chained = step.method.run(step_config, step.options, show_progress, pipeline)
+            previous.chained = transform_run(step_config, step.method, step.options, show_progress, pipeline)
             previous = previous.chained
     return result

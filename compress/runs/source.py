@@ -14,10 +14,10 @@ from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.models.checkpoints import load_encoder
 from compress.models.encoder import Encoder
-from compress.reports.records import ChainStep, ModelRecord, RunRecord, read_run_record
+from compress.reports.records import ChainStep, ModelRecord, RunRecord, SavedConfig, read_run_record
 from compress.reports.run_record import teacher_record
 from compress.runs.config import RunConfig, claimed, out_dir, run_task
-from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
 SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "dedupe")
@@ -39,18 +39,28 @@ class Source:
     settings: dict[str, Any]       # teacher, dataset and columns it was made with
     chain: list[ChainStep]         # the steps that made it ([] for the teacher)
 
+    @property
+    def name(self) -> str:
+        """What it is called in plots: the teacher's name, or the run directory's."""
+        return self.teacher_name if self.kind == "teacher" else Path(self.parent or "").name
 
-def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
-    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
-                                 show_progress=show_progress)
-    model = finetuned.load().model
-    data = tokenized_for(finetuned, task)
+
+def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeacher, model: Encoder,
+                     data: TokenizedTask) -> Source:
+    """The fine-tuned teacher as a source: what a transform of it, or a student trained from it, is measured
+    against (``data``: the task as the teacher tokenizes it, or a student's augmented copy of that)."""
     entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
     settings = {k: getattr(config, k) for k in SETTINGS}
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
 
 
-def parent_run(run_dir: Path) -> tuple[dict[str, Any], RunRecord]:
+def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
+                                 show_progress=show_progress)
+    return finetuned_source(config, task, finetuned, finetuned.load().model, tokenized_for(finetuned, task))
+
+
+def parent_run(run_dir: Path) -> tuple[SavedConfig, RunRecord]:
     """The config.json and metrics.json of a run directory whose fp32 student is to be transformed (any run
     that wrote one: distillation, pruning)."""
     record = read_run_record(run_dir)

@@ -507,7 +507,7 @@ def mlm_candidates_from_checkpoint(
 
 
 def augmented_for(run: Any, copies: int, masked_lm: bool = True) -> Any:
-    """The run's tokenized data (``run``: a method's :class:`~compress.methods.registry.Preparation`) with
+    """The run's tokenized data (``run``: a method's :class:`~compress.registry.Preparation`) with
     ``copies`` augmented copies of every training sentence; the data unchanged when ``copies`` is 0."""
     if not copies:
         return run.data

@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -36,23 +36,43 @@ RECORD = "record.json"
 CACHE_VERSION = 2  # 2: entries carry checksums.json (compress.cache)
 
 
+class FinetuneRecord(TypedDict, total=False):
+    """record.json of a fine-tuned teacher: what was trained on what, and what it scored."""
+
+    teacher: str
+    teacher_dir: str
+    dataset: str
+    fingerprint: str
+    split_fingerprint: str
+    max_length: int
+    config: dict[str, Any]              # the FinetuneConfig, as asdict
+    device: str
+    label_names: list[str]
+    best_epoch: int
+    history: list[dict[str, str | int | float]]   # per epoch: the stage, the epoch and its dev metrics
+    dev: dict[str, float]
+    test: dict[str, float]              # Metrics.to_dict()
+    train_seconds: float
+    eval_seconds: float
+
+
 @dataclass
 class FinetunedTeacher:
     """A fine-tuned teacher on disk and what it scored."""
 
     directory: Path
-    record: dict[str, Any]
+    record: FinetuneRecord
     cache_hit: bool
 
     def load(self) -> LoadedEncoder:
         return load_encoder(self.directory)
 
 
-
 def hard_label_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
     """Cross-entropy with the gold labels: the loss of plain fine-tuning."""
     loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
     return loss, {"hard_ce": loss.item()}
+
 
 def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, config: FinetuneConfig) -> str:
     material = {
@@ -71,7 +91,7 @@ def _train_settings(train: TrainConfig) -> dict[str, Any]:
     return settings
 
 
-def read_record(directory: Path) -> dict[str, Any]:
+def read_record(directory: Path) -> FinetuneRecord:
     """The record of a cache entry (its files already verified by :func:`compress.cache.cached`)."""
     return json.loads((directory / RECORD).read_text())
 
@@ -124,14 +144,13 @@ def finetune_teacher(
             start = time.perf_counter()
             test_batches = data.dataloader("test", batch_size=tc.eval_batch_size)
             test = evaluate(model, test_batches, torch_device, collective=True)
-            record = {
-                "teacher": teacher, "teacher_dir": str(teacher_dir), "dataset": task.name,
-                "fingerprint": fingerprint, "split_fingerprint": task.fingerprint, "max_length": data.max_length,
-                "config": asdict(config), "device": str(torch_device), "label_names": task.label_names,
-                "best_epoch": result.best_epoch, "history": result.history,
-                "dev": result.best_dev, "test": test.to_dict(),
-                "train_seconds": round(result.seconds, 1), "eval_seconds": round(time.perf_counter() - start, 1),
-            }
+            record = FinetuneRecord(
+                teacher=teacher, teacher_dir=str(teacher_dir), dataset=task.name, fingerprint=fingerprint,
+                split_fingerprint=task.fingerprint, max_length=data.max_length, config=asdict(config),
+                device=str(torch_device), label_names=task.label_names, best_epoch=result.best_epoch,
+                history=result.history, dev=result.best_dev, test=test.to_dict(),
+                train_seconds=round(result.seconds, 1), eval_seconds=round(time.perf_counter() - start, 1),
+            )
             save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
             (tmp / RECORD).write_text(json.dumps(record, indent=2))
 

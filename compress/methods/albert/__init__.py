@@ -7,11 +7,11 @@ Engines: the shape and initialisation in :mod:`compress.students.albert`, the re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
+from compress.registry import Preparation, StudentMethod, register
 from compress.students.albert import AlbertOptions, albert_config, build_albert, student_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
@@ -19,6 +19,7 @@ from compress.students.albert import AlbertOptions, albert_config, build_albert,
 if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
     from compress.distill.recipe import Recipe
+    from compress.reports.footprint import AblationCell, ExplainTable, Explanation
 
 WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
        "Here the student has {params:.2f}x fewer parameters and {size:.2f}x fewer bytes, but does "
@@ -30,7 +31,7 @@ WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared b
 SHARINGS = ("all", "attention", "ffn", "none")
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) -> Explanation:
     from compress.models.accounting import count_parameters
     from compress.reports.footprint import footprint, side_by_side
 
@@ -72,7 +73,31 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
     out["ablation"] = ablation
     out["paper_ablation"] = paper_ablation
     out["paper_table2"] = paper
+    out["tables"] = [
+        _ablation_table(ablation, "Sharing x embedding size on the teacher's shape"),
+        _ablation_table(paper_ablation, "The same on ALBERT-base, beside the paper's Tables 3-4 (V = 30000)"),
+        {"title": "ALBERT paper Table 2, counted by our encoder (V = 30000)",
+         "columns": [["model", "left"], ["L", "right"], ["H", "right"], ["E", "right"], ["sharing", "left"],
+                     ["ours", "right"], ["paper", "right"]],
+         "rows": [[row["model"], str(row["layers"]), str(row["hidden"]), str(row["embedding"]), row["sharing"],
+                   _millions(row["params"]), row["paper"]] for row in paper]},
+    ]
     return out
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:,.2f}M"
+
+
+def _ablation_table(rows: list[AblationCell], title: str) -> ExplainTable:
+    """Parameters by embedding size (rows) and sharing (columns), with the paper's count beside ours if given."""
+    by_e: dict[int, dict[str, str]] = {}
+    for row in rows:
+        cell = _millions(row["params"]) + (f" (paper {row['paper']})" if "paper" in row else "")
+        by_e.setdefault(row["embedding_size"], {})[row["sharing"]] = cell
+    return {"title": title,
+            "columns": [["E", "right"], *([f"{s}-shared" if s != "none" else "not shared", "right"] for s in SHARINGS)],
+            "rows": [[str(e), *(cells[s] for s in SHARINGS)] for e, cells in by_e.items()]}
 
 
 def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:

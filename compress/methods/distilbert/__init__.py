@@ -6,22 +6,23 @@ Engines: :mod:`compress.students.distilbert` and :func:`compress.distill.recipes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from compress.methods.registry import StudentMethod, register
 from compress.models.config import EncoderConfig
+from compress.registry import StudentMethod, register
 from compress.students.distilbert import DistilBertOptions, build_distilbert, distilbert_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
     from compress.distill.recipe import Recipe
+    from compress.reports.footprint import Explanation
 
 WHY = ("Fewer layers cut parameters and FLOPs of the encoder alike; the embedding table is untouched, "
        "so parameters fall by {params:.2f}x while FLOPs fall by {flops:.2f}x.")
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptions) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: DistilBertOptions) -> Explanation:
     from compress.reports.footprint import footprint, side_by_side
 
     sc = distilbert_config(tc, options.num_layers)

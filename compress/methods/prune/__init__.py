@@ -1,21 +1,26 @@
 """Structured pruning (Michel et al. 2019; Sajjad et al.; TextPruner): score the attention heads, FFN
 neurons and layers, physically remove the least important, recover by distillation from the unpruned model.
 
-Engines: :mod:`compress.prune` (scores, selection, slicing) and :mod:`compress.runs.pruning` (the run).
+The verb is :mod:`compress.methods.prune.verb`, on the engine :mod:`compress.prune` (scores, selection,
+slicing); its record :mod:`~compress.methods.prune.details`, its report :mod:`~compress.methods.prune.report`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from compress.methods.registry import Transform, register
+from compress.methods.prune.details import PruneDetails
+from compress.methods.prune.options import PruneOptions
+from compress.methods.prune.report import compared_sections, report_lines, summary_lines
 from compress.models.config import EncoderConfig
-from compress.prune.options import PruneOptions
+from compress.registry import Context, Transform, Transformed, register
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
-    from compress.runs.config import RunConfig, RunResult
+    from compress.models.encoder import Encoder
+    from compress.reports.footprint import Explanation
+    from compress.runs.config import RunConfig
 
 WHY = ("Pruning removes whole heads and FFN neurons, so the model that is left is smaller and dense: "
        "parameters fall by {params:.2f}x and FLOPs by {flops:.2f}x ({size:.2f}x fewer bytes). The embedding "
@@ -30,7 +35,7 @@ def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_la
                       ffn_sizes=(round(keep_ffn * tc.ffn_size),) * layers) if tc.sharing == "none" else tc
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -> Explanation:
     from compress.reports.footprint import footprint, side_by_side
 
     sc = uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
@@ -60,26 +65,27 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -
 
 
 def check(config: RunConfig, options: PruneOptions) -> None:
-    from compress.runs.pruning import check_pruning
+    from compress.methods.prune.verb import check_pruning
 
     check_pruning(config, options)
 
 
 def check_input(options: PruneOptions, shape: EncoderConfig) -> None:
-    from compress.runs.pruning import check_layers
+    from compress.methods.prune.verb import check_layers
 
     check_layers(options, shape)
 
 
-def run(config: RunConfig, options: PruneOptions, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
-    from compress.runs.pruning import prune_run
+def apply(model: Encoder, options: PruneOptions, context: Context) -> Transformed:
+    from compress.methods.prune.verb import apply as prune
 
-    return prune_run(config, options, show_progress, pipeline)
+    return prune(model, options, context)
 
 
 METHOD = register(Transform(
     name="prune", rank=90, family="pruning", label="structured pruning (heads, FFN, layers)",
     summary="importance-scored removal of heads, FFN neurons and layers, recovered by distillation",
-    options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
-    check=check, check_input=check_input, run=run,
+    options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning",
+    details=PruneDetails, summary_lines=summary_lines, report_lines=report_lines, compared_sections=compared_sections,
+    check=check, check_input=check_input, apply=apply,
 ))

@@ -1,5 +1,4 @@
-"""The options of the pruning methods (their fields become ``compress run`` flags), importable without torch;
-:mod:`compress.runs.pruning` and :mod:`compress.runs.vocab_pruning` re-export them."""
+"""Structured pruning's options (their fields become ``compress run`` flags), importable without torch."""
 
 from __future__ import annotations
 
@@ -30,10 +29,3 @@ class PruneOptions:
     head_curve: bool = field(default=True, metadata={"flag": "--no-head-curve", "help": (
         "skip the head-importance curve (test accuracy with 0-90% of the heads removed, by importance and at "
         "random; about 20 evaluations of the test split).")})
-
-
-@dataclass
-class VocabOptions:
-    vocab_from: str = field(default="train", metadata={
-        "help": "the text whose tokens are kept: train (the training split: honest, test words may split "
-                "differently) or all (every split: what a closed corpus allows)."})

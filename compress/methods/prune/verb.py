@@ -1,22 +1,16 @@
-"""`compress run prune`: score the heads, FFN neurons and layers of the fine-tuned teacher (or an earlier
-run's student), remove the least important, recover by distillation from the unpruned model, write a run.
-
-Run directory (written atomically, like every run)::
-
-    config.json      the RunConfig, the prune options and the parent run (if any)
-    student/         the pruned encoder (compress format: its blocks have their own shapes) + tokenizer
-    importance.json  the scores of every step (heads, neurons, layers) and what each step kept
-    head_curve.png   accuracy with 0-90% of the source's heads removed, importance against random order
-    metrics.json     the run record with a ``pruning`` block; log.jsonl the recovery losses; report.md
+"""Structured pruning's verb: score the heads, FFN neurons and layers of a model, remove the least important,
+recover by distillation from the unpruned model (Michel et al. 2019; Sajjad et al.; TextPruner).
 
 One step (``steps=1``) scores once and cuts to the asked amount; ``steps=k`` cuts an equal share of
-what goes k times, scoring again and recovering after each cut (iterative pruning).
+what goes k times, scoring again and recovering after each cut (iterative pruning). Besides the pruned
+model, :func:`apply` gives ``importance.json`` (the scores of every step) and ``head_curve.png`` (accuracy
+with 0-90% of the source's heads removed, importance against random order) for the run directory.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -28,34 +22,30 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from compress.bench.inputs import speed_seq_len
 from compress.data.batching import TokenizedTask
 from compress.device import resolve_device
 from compress.distill.layer_maps import LayerMap
 from compress.distill.recipe import LossTerm, Recipe, Stage
+from compress.distill.stage import distil_stage
 from compress.errors import CompressError
-from compress.methods.pipeline import Step
+from compress.methods.prune.details import HeadCurve, PruneDetails, PruneStep
+from compress.methods.prune.options import PruneOptions
 from compress.models.accounting import count_parameters
-from compress.models.checkpoints import read_config, save_encoder
+from compress.models.checkpoints import read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.prune.curve import SHARES, head_curve, plot_head_curve
 from compress.prune.importance import TARGETS, score
-from compress.prune.options import PruneOptions
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
-from compress.reports.records import ChainStep, RunRecord, SourceRecord
-from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_run_record
-from compress.runs.config import RunConfig, RunResult, run_directory
-from compress.runs.distillation import distil_stage, measure_models
-from compress.runs.source import Source, claimed_source
-from compress.teachers.registry import load_tokenizer, teacher_config
+from compress.registry import Context, Transformed
+from compress.teachers.registry import teacher_config
 from compress.training import evaluate, seed_everything
 
 KD_TEMPERATURE = 2.0
 
 
-def check_pruning(config: RunConfig, options: PruneOptions) -> None:
+def check_pruning(config: Any, options: PruneOptions) -> None:
     """Every check of a pruning run that needs no data, so a pipeline fails before its first step trains."""
     if config.epochs or config.lr or config.layer_map or config.patience:
         raise CompressError("prune recovers with --recovery-epochs and --recovery-lr; --epochs, --lr, --layer-map "
@@ -75,8 +65,6 @@ def check_pruning(config: RunConfig, options: PruneOptions) -> None:
                                  ("--score-against", options.score_against, TARGETS)):
         if value not in allowed:
             raise CompressError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}.")
-    if config.target != "teacher" and not Path(config.target).is_dir():
-        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
     check_layers(options, teacher_config(config.teacher) if config.target == "teacher" else
                  read_config(Path(config.target) / "student")[0])
 
@@ -115,106 +103,56 @@ def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...]) -> Reci
     return Recipe("prune", stages, LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
 
 
-def scoring_batches(data: TokenizedTask, examples: int, seed: int) -> list[dict[str, torch.Tensor]]:
-    """The first ``examples`` training examples of a seeded shuffle, in batches of 32."""
-    batches = []
-    for batch in data.dataloader("train", batch_size=32, shuffle=True, seed=seed):
-        batches.append(batch)
-        if sum(len(b["input_ids"]) for b in batches) >= examples:
-            break
-    return batches
+def apply(model: Encoder, options: PruneOptions, context: Context) -> Transformed:
+    """``model`` pruned as ``options`` say, scored on ``context.data``'s training split and recovered (when
+    ``options.recovery_epochs``) by distillation from ``model`` itself, which is left as it was."""
+    if context.data is None:
+        raise CompressError("prune needs the task's data to score the model on (Context.data).")
+    device = resolve_device(context.device)
+    data = context.data
+    reference = model.to(device).eval()
+    batches = data.sample(options.scoring_examples, context.seed)
+    pruned: Encoder = reference
+    first: Keep | None = None
+    steps, stages, files = [], [], {}
+    curve = None
+    for number, amount in enumerate(step_amounts(options), 1):
+        passes = len(batches) * (1 + pruned.config.num_layers)
+        with _bar(context.show_progress, f"prune: importance {number}/{options.steps}", passes) as tick:
+            importance = score(pruned, batches, device, options.score_against, tick)
+        if number == 1 and options.head_curve:
+            with _bar(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick:
+                curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), context.seed)
+            files["head_curve.png"] = _plot(curve, context.name)
+        keep = choose(pruned.config, importance, amount)
+        pruned = prune_model(pruned, keep)
+        first = first or keep
+        steps.append({"step": number, "importance": importance.to_dict(), "kept": asdict(keep),
+                      "params": count_parameters(pruned).total})
+        if options.recovery_epochs:
+            seed_everything(context.seed + number)
+            recipe = recovery_recipe(options, first.layers)
+            # The recipe reads hidden states, so the unpruned model runs on every batch and no cache of
+            # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
+            stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, pruned, data, "",
+                                       context.train, device, context.log, context.show_progress))
+    # The details say what each step kept; the scores themselves (a number per head, neuron and layer) are in
+    # importance.json only.
+    files["importance.json"] = json.dumps(steps, indent=1).encode()
+    details = PruneDetails(
+        options=options, source_config=reference.config.to_dict(), layers_kept=list(first.layers),
+        steps=[PruneStep(step["step"], step["kept"], step["params"], step["importance"]["examples"])
+               for step in json.loads(json.dumps(steps))],
+        head_curve=HeadCurve(**curve) if curve else None)
+    return Transformed(pruned, details, files=files, stages=stages,
+                       recipe=recovery_recipe(options, first.layers).to_dict())
 
 
-def prune_run(config: RunConfig, options: PruneOptions, show_progress: bool = True,
-              pipeline: str | None = None) -> RunResult:
-    """Prune ``config.target`` (the teacher or a run directory) as ``options`` say and write a run directory."""
-    check_pruning(config, options)
-    with claimed_source(config, show_progress) as (config, source, out):
-        return _prune(config, options, source, out, show_progress, pipeline)
-
-
-def _prune(config: RunConfig, options: PruneOptions, source: Source, out: Path, show_progress: bool,
-           pipeline: str | None) -> RunResult:
-    device = resolve_device(config.device)
-    data = source.data
-    reference = source.model.to(device).eval()
-    start = time.perf_counter()
-    with run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
-        batches = scoring_batches(data, options.scoring_examples, config.seed)
-        model: Encoder = reference
-        first: Keep | None = None
-        steps, stages = [], []
-        for number, amount in enumerate(step_amounts(options), 1):
-            passes = len(batches) * (1 + model.config.num_layers)
-            with _bar(show_progress, f"prune: importance {number}/{options.steps}", passes) as tick:
-                importance = score(model, batches, device, options.score_against, tick)
-            if number == 1 and options.head_curve:
-                with _bar(show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick:
-                    curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), config.seed)
-                plot_head_curve(curve, tmp / "head_curve.png", _name(source))
-            keep = choose(model.config, importance, amount)
-            model = prune_model(model, keep)
-            first = first or keep
-            steps.append({"step": number, "importance": importance.to_dict(), "kept": asdict(keep),
-                          "params": count_parameters(model).total})
-            if options.recovery_epochs:
-                seed_everything(config.seed + number)
-                recipe = recovery_recipe(options, first.layers)
-                # The recipe reads hidden states, so the unpruned model runs on every batch and no cache of
-                # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
-                stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, model, data, "", config,
-                                           device, log, show_progress))
-        # metrics.json says what each step kept; the scores themselves (a number per head, neuron and
-        # layer) are in importance.json only.
-        summary = [{k: v for k, v in step.items() if k != "importance"} | {"examples": step["importance"]["examples"]}
-                   for step in steps]
-        pruning = {"options": asdict(options), "steps": summary, "source_config": reference.config.to_dict(),
-                   "layers_kept": list(first.layers)}
-        if options.head_curve:
-            pruning["head_curve"] = curve
-        (tmp / "importance.json").write_text(json.dumps(steps, indent=1))
-        extra = {"options": asdict(options), "recipe": recovery_recipe(options, first.layers).to_dict()}
-        record = write_pruned_run(tmp, out, config, source, model, data, load_tokenizer(str(source.directory)),
-                                  method="prune", stages=stages, pruning=pruning, extra_config=extra,
-                                  seconds=time.perf_counter() - start, pipeline=pipeline)
-    return RunResult(out, record)
-
-
-def write_pruned_run(tmp: Path, out: Path, config: RunConfig, source: Source, model: Encoder, data: TokenizedTask,
-                     tokenizer: Any, *, method: str, stages: list[dict[str, Any]], pruning: dict[str, Any],
-                     extra_config: dict[str, Any], seconds: float, pipeline: str | None) -> RunRecord:
-    """Evaluate a pruned model on the test split of ``data``, time it against its source in this process,
-    and write student/, metrics.json, config.json and report.md into ``tmp`` (the run ``out``'s temporary)."""
-    device = next(model.parameters()).device
-    test = evaluate(model, data.dataloader("test", batch_size=128), device)
-    model.cpu()
-    # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
-    seq_len = speed_seq_len(source.data)
-    speed = measure_models(config, source.data, seq_len, source=source.model.cpu()) | \
-        measure_models(config, data, seq_len, student=model)
-    layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
-    student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
-                           config=model.config.to_dict())
-    entry, teacher = source.entry, source.teacher
-    record = RunRecord(
-        method=method, kind="pruning", seconds=round(seconds, 1), seq_len=data.max_length,
-        dataset=dataset_record(source.task), teacher=teacher, student=student,
-        source=SourceRecord(source.kind, str(source.directory), source.parent, entry.params, entry.size_bytes,
-                            entry.accuracy, entry.macro_f1),
-        retention=retention(teacher, student), ratios=ratios(teacher, student), stages=stages,
-        chain=[*source.chain, ChainStep.of(str(Step(method, config.options)), out, student, speed["student"])],
-        speed=speed | ({"teacher": speed["source"]} if source.kind == "teacher" else {}), pruning=pruning,
-    )
-    full_config = {"run": asdict(config), **extra_config, "source": asdict(record.source), "parent": source.parent,
-                   "teacher": source.teacher_name, "max_length": data.max_length}
-    if pipeline:
-        full_config["pipeline"] = pipeline
-    write_run_record(tmp, record, full_config, seed=config.seed)
-    return record
-
-
-def _name(source: Source) -> str:
-    return source.teacher_name if source.kind == "teacher" else Path(source.parent or "").name
+def _plot(curve: dict[str, Any], name: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "head_curve.png"
+        plot_head_curve(curve, path, name)
+        return path.read_bytes()
 
 
 def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:

@@ -1,7 +1,7 @@
 """Vocabulary pruning (TextPruner): keep the token-embedding rows of the tokens the task's text uses.
 
-Engines: :mod:`compress.prune.vocab` (ids, the smaller table, the renumbered tokenizer) and
-:mod:`compress.runs.vocab_pruning` (the run).
+The verb is :mod:`compress.methods.prune_vocab.verb`, on the engine :mod:`compress.prune.vocab` (ids, the
+smaller table, the renumbered tokenizer).
 """
 
 from __future__ import annotations
@@ -10,14 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compress.methods.registry import Transform, register
+from compress.methods.prune_vocab.details import VocabDetails
+from compress.methods.prune_vocab.options import VocabOptions
+from compress.methods.prune_vocab.report import report_lines, summary_lines
 from compress.models.config import EncoderConfig
-from compress.prune.options import VocabOptions
+from compress.registry import Context, Transform, Transformed, register
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
-    from compress.runs.config import RunConfig, RunResult
+    from compress.models.encoder import Encoder
+    from compress.reports.footprint import Explanation
+    from compress.runs.config import RunConfig
 
 WHY = ("Vocabulary pruning shrinks the token-embedding table to the tokens the task uses: parameters fall by "
        "{params:.2f}x and bytes by {size:.2f}x, FLOPs not at all ({flops:.2f}x): looking a token up in a "
@@ -49,8 +53,8 @@ def kept_tokens(teacher: str, vocab_from: str = "train", dataset: str | None = N
     cached = named is None or named.is_cached()
     if tokenizer is not None and cached:
         from compress.data.load import load_task
+        from compress.methods.prune_vocab.verb import vocab_texts
         from compress.prune.vocab import used_token_ids
-        from compress.runs.vocab_pruning import vocab_texts
 
         count = len(used_token_ids(tokenizer, *vocab_texts(load_task(dataset), vocab_from)))
         return KeptTokens(count, f"counted now: the tokens used in {dataset}'s {texts} under {teacher}'s tokenizer, "
@@ -86,7 +90,7 @@ def _local_tokenizer(teacher: str) -> Any | None:
         return None
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
     from compress.reports.footprint import footprint, side_by_side
 
     vocab_from = getattr(options, "vocab_from", "train")
@@ -117,20 +121,20 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> 
 
 
 def check(config: RunConfig, options: VocabOptions) -> None:
-    from compress.runs.vocab_pruning import check_vocab_pruning
+    from compress.methods.prune_vocab.verb import check_vocab_pruning
 
     check_vocab_pruning(config, options)
 
 
-def run(config: RunConfig, options: VocabOptions, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
-    from compress.runs.vocab_pruning import vocab_prune_run
+def apply(model: Encoder, options: VocabOptions, context: Context) -> Transformed:
+    from compress.methods.prune_vocab.verb import apply as prune_vocabulary
 
-    return vocab_prune_run(config, options, show_progress, pipeline)
+    return prune_vocabulary(model, options, context)
 
 
 METHOD = register(Transform(
     name="prune-vocab", rank=95, family="pruning", label="vocabulary pruning",
     summary="the token-embedding rows of the tokens the training text uses, renumbered",
-    options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32",
-    check=check, run=run,
+    options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning",
+    details=VocabDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
 ))

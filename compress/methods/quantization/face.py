@@ -1,18 +1,24 @@
 """What the quantization methods share: their options, their explanation, and how one is declared.
 
-Each quantization method is a tiny module (``int8.py``, ``bf16.py``, ...) calling :func:`quantization`
-with its format; the engine is :mod:`compress.quantize` (backends, artefacts, the quantization run).
+Each quantization method is a tiny module of ``formats/`` (``int8.py``, ``bf16.py``, ...) calling
+:func:`quantization` with its format; the verb is :mod:`compress.methods.quantization.verb`, the engine
+:mod:`compress.quantize` (backends, artefacts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
-from compress.methods.registry import Transform, all_methods, register
+from compress.methods.quantization.details import QuantDetails
+from compress.methods.quantization.report import report_lines, summary_lines
 from compress.models.config import EncoderConfig
 from compress.quantize.formats import QuantMethod
+from compress.registry import Context, Transform, Transformed, all_methods, register
+
+if TYPE_CHECKING:
+    from compress.reports.footprint import Explanation
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
@@ -48,7 +54,7 @@ _MEASURED_SPEED = {
 }
 
 
-def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
     """Bytes of ``fmt`` on the teacher's shape, counted as the backend the run uses stores them
     (:mod:`compress.quantize.sizes`); the student column is the backend ``--backend`` names, for ``auto``
     the one tried first. Speed is left to the run, which measures it on this CPU."""
@@ -85,6 +91,7 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
         f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated)
         for m in all_methods("transform") if isinstance(m, Quantization) and m.format.dtype != "fp32"
         for b in m.format.backends}
+    out["lines"] = ["size by precision: " + ", ".join(f"{k} {v / 1e6:,.1f} MB" for k, v in out["precisions"].items())]
     return out
 
 
@@ -117,24 +124,29 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         return dtype not in HALF_DTYPES or half_available(dtype, cpu_features()) is None
 
     def check(config: Any, options: QuantOptions) -> None:
-        from compress.runs.quantization import check_quantization
+        """Every check that needs no data, so a pipeline fails before its first step trains."""
+        from compress.methods.quantization.verb import usable_backends
 
-        check_quantization(config, fmt, options.backend)
+        if config.epochs or config.lr or config.layer_map or config.patience:
+            raise CompressError(f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
+                                "and --patience do not apply.")
+        usable_backends(fmt, options.backend)
 
-    def run(config: Any, options: QuantOptions, show_progress: bool, pipeline: str | None) -> Any:
-        from compress.runs.quantization import quantize_run
+    def apply(model: Any, options: QuantOptions, context: Context) -> Transformed:
+        from compress.methods.quantization.verb import apply as quantize
 
-        return quantize_run(config, fmt, options.backend, show_progress, pipeline)
+        return quantize(model, options, context, fmt)
 
-    def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> dict[str, Any]:
+    def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
         return explain(fmt, teacher, tc, seq_len, options)
 
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
-        gives="quantized", follows_students=follows_students,
-        check=check, run=run,
+        gives="quantized", follows_students=follows_students, run_kind="quantization", details=QuantDetails,
+        summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
     ))
+
 
 
 def quant_format(name: str) -> QuantMethod:

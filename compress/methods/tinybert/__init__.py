@@ -8,10 +8,10 @@ Engines: :mod:`compress.students.tinybert`, :func:`compress.distill.recipes.tiny
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from compress.methods.registry import Preparation, StudentMethod, register
 from compress.models.config import EncoderConfig
+from compress.registry import Preparation, StudentMethod, register
 from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
@@ -19,6 +19,7 @@ from compress.students.tinybert import TinyBertOptions, build_tinybert, tinybert
 if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
     from compress.distill.recipe import Recipe
+    from compress.reports.footprint import Explanation
 
 WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x (the embedding table "
        "shrinks with H) and FLOPs by {flops:.2f}x (the encoder shrinks with L * H^2).")
@@ -36,7 +37,7 @@ def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
     return data
 
 
-def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions) -> dict[str, Any]:
+def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions) -> Explanation:
     from compress.reports.footprint import footprint, side_by_side
 
     sc = tinybert_config(tc, options)

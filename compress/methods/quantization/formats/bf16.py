@@ -1,7 +1,7 @@
 """bfloat16: every tensor in 16 bits with fp32's exponent range; compared by default only where the CPU
 computes in bf16 (elsewhere it runs emulated, slower than fp32)."""
 
-from compress.methods._quantization import quantization
+from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
     name="bf16", rank=130, dtype="bf16", backends=("torch",), label="bfloat16",

@@ -1,6 +1,6 @@
 """float16: every tensor in 16 bits; compared by default only where the CPU computes in fp16."""
 
-from compress.methods._quantization import quantization
+from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
     name="fp16", rank=140, dtype="fp16", backends=("torch",), label="float16",

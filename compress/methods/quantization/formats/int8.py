@@ -1,6 +1,6 @@
 """Post-training dynamic int8: int8 weights, activations quantized on the fly, batch by batch."""
 
-from compress.methods._quantization import quantization
+from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
     name="int8", rank=110, dtype="int8", backends=("onnxruntime", "torch"), label="dynamic int8", follows_students=True,

@@ -1,6 +1,6 @@
 """The fp32 model exported to ONNX and run by ONNX Runtime (the baseline the int8 backends are measured by)."""
 
-from compress.methods._quantization import quantization
+from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
     name="onnx", rank=150, dtype="fp32", backends=("onnxruntime",), label="ONNX Runtime fp32",

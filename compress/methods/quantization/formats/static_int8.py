@@ -1,6 +1,6 @@
 """Post-training static int8: weights and activations in int8, activation ranges calibrated in advance."""
 
-from compress.methods._quantization import quantization
+from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
     name="static-int8", rank=120, dtype="int8", backends=("onnxruntime",), label="static int8 (calibrated)",

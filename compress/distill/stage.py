@@ -1,0 +1,55 @@
+"""One distillation stage from a recipe: the objective, the batches (with the teacher's logits cached on
+disk when the stage needs only those), and the training loop. Student methods train every stage of their
+recipe with it; pruning recovers with it."""
+
+from __future__ import annotations
+
+from typing import IO
+
+import torch
+
+from compress.data.batching import TokenizedTask, make_dataloader
+from compress.distill.objective import DistillationObjective
+from compress.distill.recipe import Recipe, Stage
+from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
+from compress.models.encoder import Encoder
+from compress.resume import StageCheckpoints
+from compress.train_config import StageRecord, TrainConfig, TrainSettings
+from compress.training import train_stage
+
+
+def stage_config(stage: Stage, settings: TrainSettings) -> TrainConfig:
+    return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=settings.batch_size, seed=settings.seed,
+                       patience=settings.patience, metric="loss" if stage.select_on == "loss" else "accuracy",
+                       precision=settings.precision)
+
+
+def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encoder, data: TokenizedTask,
+                 teacher_fingerprint: str, settings: TrainSettings, device: torch.device, log: IO[str] | None,
+                 show_progress: bool, checkpoints: StageCheckpoints | None = None) -> StageRecord:
+    """Train ``student`` on one stage of ``recipe``; the stage's record (best epoch, best dev, seconds, ...).
+    ``teacher_fingerprint`` keys the on-disk cache of the teacher's logits ("" turns the cache off)."""
+    objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
+    train_config = stage_config(stage, settings)
+    if objective.needs_teacher_forward or not teacher_fingerprint:
+        train_set, collator = data.splits["train"], data.collator
+    else:  # only logits: compute the teacher's once per dataset (cached on disk), not once per step
+        train_set = teacher_logits_dataset(teacher, data, "train", teacher_fingerprint, device, show_progress)
+        collator = TeacherLogitsCollator(data.collator)
+
+    def train_batches(epoch: int):
+        return make_dataloader(train_set, collator, batch_size=settings.batch_size, shuffle=True,
+                               seed=settings.seed + epoch)
+
+    def dev_loss() -> dict[str, float]:
+        return objective.mean_loss(student, data.dataloader("dev", batch_size=128), device)
+
+    result = train_stage(
+        student, objective, train_batches, lambda: data.dataloader("dev", batch_size=128), train_config,
+        device=device, name=f"{recipe.method}: {stage.name}", log=log,
+        extra_parameters=list(objective.projections.parameters()),
+        evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,
+        checkpoints=checkpoints,
+    )
+    return StageRecord(stage=stage.name, best_epoch=result.best_epoch, best_dev=result.best_dev,
+                       seconds=round(result.seconds, 1), stopped_early=result.stopped_early, warnings=result.warnings)

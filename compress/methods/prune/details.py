@@ -1,0 +1,42 @@
+"""What a structural-pruning run records of its own (metrics.json's ``details``; schema 3's ``pruning`` block)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from compress.methods.prune.options import PruneOptions
+from compress.registry import Details
+
+
+@dataclass
+class PruneStep:
+    """One cut: what it kept (indices into the model it cut), the parameters left, the examples scored."""
+
+    step: int
+    kept: dict[str, list[Any]]    # compress.prune.structure.Keep as lists: heads, neurons (per block), layers
+    params: int
+    examples: int
+
+
+@dataclass
+class HeadCurve:
+    """Test accuracy of the source with a share of its heads removed, least important first and at random."""
+
+    shares_removed: list[float]
+    heads: int
+    seed: int
+    importance: list[float]
+    random: list[float]
+
+
+@dataclass
+class PruneDetails(Details):
+    """The options as resolved, every step's cut, the source's shape, the source layers kept (0-based), and
+    the head-importance curve (None with --no-head-curve)."""
+
+    options: PruneOptions
+    steps: list[PruneStep]
+    source_config: dict[str, Any]
+    layers_kept: list[int]
+    head_curve: HeadCurve | None = None

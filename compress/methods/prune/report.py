@@ -1,0 +1,78 @@
+"""What a structural-pruning run shows of its own: its summary line, its section of report.md (what each layer
+kept, the head-importance curve) and its part of a comparison (the same per-layer picture)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compress.methods.prune.details import PruneDetails
+from compress.methods.prune.layers import layers_kept
+from compress.models.config import EncoderConfig
+from compress.reports.layers_kept import layer_cells
+from compress.reports.records import Section
+
+if TYPE_CHECKING:
+    from compress.reports.records import RunRecord
+
+LAYER_HEADERS = ["layer of the source", "heads kept", "", "FFN neurons kept", ""]
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _layer_rows(record: RunRecord) -> list[list[str]]:
+    return [[f"{row['layer']}" + (" (dropped)" if row["dropped"] else ""), *layer_cells(row)]
+            for row in layers_kept(record.details, record.student.config)]  # type: ignore[arg-type]
+
+
+def summary_lines(record: RunRecord) -> list[str]:
+    """What a pruning run kept and what it bought, in one line."""
+    p: PruneDetails = record.details  # type: ignore[assignment]
+    source = EncoderConfig.from_dict(p.source_config)
+    after = EncoderConfig.from_dict(record.student.config)
+    src, new = record.speed["source"], record.speed["student"]
+    return [f"kept heads {after.total_heads}/{source.total_heads}, FFN neurons {after.total_ffn}/"
+            f"{source.total_ffn}, layers {after.num_layers}/{source.num_layers}; batch-1 latency "
+            f"{new['latency_ms_p50']:.1f} ms vs {src['latency_ms_p50']:.1f} ms unpruned "
+            f"({src['latency_ms_p50'] / new['latency_ms_p50']:.2f}x), throughput at batch "
+            f"{new['config']['batch_size']} {new['throughput'] / src['throughput']:.2f}x"]
+
+
+def report_lines(record: RunRecord) -> list[str]:
+    """What pruning removed, layer by layer, and the head-importance curve."""
+    p: PruneDetails = record.details  # type: ignore[assignment]
+    source, options = record.source, p.options
+    what = "the fine-tuned teacher" if source.kind == "teacher" else f"the student of `{source.parent}`"
+    lines = [
+        "## Pruning", "",
+        f"Pruned: {what} (test accuracy {source.accuracy:.4f}, {source.params:,} parameters). Importance measured "
+        f"on {p.steps[0].examples} training examples against the {options.score_against}, "
+        f"ranked {options.ranking}ly, cut in {options.steps} step(s); asked to keep {options.keep_heads:.0%} "
+        f"of the heads and {options.keep_ffn:.0%} of the FFN neurons and to drop {options.drop_layers} "
+        f"layer(s) ({options.layer_order}). Scores of every step: `importance.json`.", "",
+        *([] if options.recovery_epochs else
+          ["Training-free (`--recovery-epochs 0`): no recovery was trained; the accuracy is the cut model's.", ""]),
+        "| layer (of the source) | heads kept | | FFN neurons kept | |",
+        "|---|---:|---|---:|---|",
+        *(_row(*cells) for cells in _layer_rows(record)),
+        "", "A removed head takes its rows of the query, key and value matrices and its columns of the "
+        "output matrix with it; a removed neuron its row of the intermediate and column of the output "
+        "matrix. What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", "",
+    ]
+    curve = p.head_curve
+    if curve:
+        lines += ["### Head-importance curve (no recovery)", "",
+                  f"Test accuracy of the source with a share of its {curve.heads} heads removed, least important "
+                  f"first and in a random order (seed {curve.seed}):", "",
+                  "| heads removed | importance order | random order |", "|---:|---:|---:|"]
+        lines += [_row(f"{share:.0%}", f"{a:.4f}", f"{b:.4f}")
+                  for share, a, b in zip(curve.shares_removed, curve.importance, curve.random, strict=True)]
+        lines += ["", "![head-importance curve](head_curve.png)", ""]
+    return lines
+
+
+def compared_sections(record: RunRecord) -> list[Section]:
+    """The per-layer picture of what pruning kept, for the comparison's row."""
+    return [Section("layers", headers=LAYER_HEADERS, rows=_layer_rows(record),
+                    align=["left", "right", "left", "right", "left"])]

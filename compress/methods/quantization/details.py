@@ -1,0 +1,46 @@
+"""What a quantization run records of its own (metrics.json's ``details``; schema 3's ``quantization`` block)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compress.bench.measurement import Speed
+from compress.registry import Details
+
+
+@dataclass
+class CpuRecord:
+    model: str = ""
+    features: dict[str, bool] = field(default_factory=dict)
+    torch_capability: str = ""
+
+
+@dataclass
+class QuantDetails(Details):
+    """The backend kept and why, every backend measured, and how far the quantized model is from fp32.
+
+    accuracy_drop_points  fp32 test accuracy minus the quantized one's, in points, one sentence at a time
+    batched_accuracy      the quantized model's accuracy in padded batches of ``batched_size`` (None: recorded
+                          before it was measured)
+    note                  why this CPU runs the format badly (no bf16 units), or None
+    """
+
+    backend: str
+    dtype: str
+    chosen_by: str
+    measured: dict[str, Speed]
+    skipped: dict[str, str]
+    fp32_speed: Speed
+    cpu: CpuRecord
+    max_abs_logit_diff: float
+    prediction_agreement: float
+    fp32_accuracy: float
+    accuracy_drop_points: float
+    batched_accuracy: float | None = None
+    batched_size: int | None = None
+    calibration_examples: int | None = None
+    note: str | None = None
+
+    @property
+    def warning(self) -> str | None:
+        return self.note

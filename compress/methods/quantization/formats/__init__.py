@@ -1,0 +1,1 @@
+"""The quantization formats, one method each (found by the package, not listed)."""

@@ -1,0 +1,63 @@
+"""What a quantization run shows of its own: its lines under `compress run`'s summary and its section of report.md."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compress.methods.quantization.details import QuantDetails
+
+if TYPE_CHECKING:
+    from compress.reports.records import RunRecord
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def batched_change(q: QuantDetails) -> str:
+    """`` (+x.xx in padded batches of N)``: the accuracy change against fp32 when scored in batches
+    (empty for records made before it was measured)."""
+    if q.batched_accuracy is None:
+        return ""
+    return f" ({100 * (q.batched_accuracy - q.fp32_accuracy):+.2f} in padded batches of {q.batched_size})"
+
+
+def summary_lines(record: RunRecord) -> list[str]:
+    q: QuantDetails = record.details  # type: ignore[assignment]
+    chosen = record.speed["student"]
+    lines = [f"batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q.fp32_speed['latency_ms_p50']:.1f} ms "
+             f"({q.fp32_speed['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); accuracy "
+             f"{-q.accuracy_drop_points:+.2f} points vs fp32{batched_change(q)}",
+             f"backend {q.backend}: {q.chosen_by}"]
+    return lines + ([f"note: {q.note}"] if q.note else [])
+
+
+def report_lines(record: RunRecord) -> list[str]:
+    q: QuantDetails = record.details  # type: ignore[assignment]
+    source = record.source
+    found = [name for name, present in q.cpu.features.items() if present]
+    what = "fine-tuned teacher" if source is None or source.kind == "teacher" else f"student of {source.parent}"
+    base = q.fp32_speed
+    lines = [
+        "## Quantization",
+        "",
+        f"Quantized: the {what} (fp32 test accuracy {q.fp32_accuracy:.4f}). Backend **{q.backend}**, {q.dtype} "
+        f"({q.chosen_by}); test accuracy, one sentence at a time, changes by {-q.accuracy_drop_points:+.2f} "
+        f"points{batched_change(q)}, the model agrees with fp32 on {q.prediction_agreement:.1%} of test "
+        f"predictions, and its logits differ by at most {q.max_abs_logit_diff:.2e}.",
+        "",
+        f"CPU: {q.cpu.model} (features: {', '.join(found) or 'none of note'}; torch uses {q.cpu.torch_capability}).",
+        "",
+        f"Speed at sequence length {base['seq_len']}, {base['threads']} threads (median of "
+        f"{base['config']['repeats']} calls at batch 1, {base['config']['batch_repeats']} at "
+        f"batch {base['config']['batch_size']}):",
+        "",
+        "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, m in [("fp32 (torch)", base), *((f"{q.dtype} ({b})", m) for b, m in q.measured.items())]:
+        lines.append(_row(name, f"{m['latency_ms_p50']:.2f}", f"{base['latency_ms_p50'] / m['latency_ms_p50']:.2f}x",
+                          f"{m['throughput']:.0f}", f"{m['throughput'] / base['throughput']:.2f}x"))
+    if q.note:
+        lines += ["", f"Note: {q.note}"]
+    return lines + ["", f"Quantized model saved in `model/` ({record.student.layout})."]

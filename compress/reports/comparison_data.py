@@ -1,0 +1,280 @@
+"""What the comparison report shows, read leniently from comparison.json into small frozen dataclasses.
+
+:class:`~compress.reports.records.Comparison` is the strict shape this version writes. The report cannot read
+through it: a comparison may be edited by hand or come from an older compress (schema 1, without pipelines;
+rows with ``layers`` instead of ``sections``), so beyond the fields :func:`validate_comparison` requires, any
+field may be missing and any number may be null (not measured). This module is the one place that knows
+that: it validates, then turns the JSON into the dataclasses below, where everything that may be missing is
+Optional (None: missing, null, NaN, infinite or not a number). The renderers in
+:mod:`compress.reports.comparison` and :mod:`compress.reports.plots` draw from these alone; they show None as
+"–" and leave it out of the plots.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from compress.errors import CompressError
+from compress.reports.layers_kept import layer_cells
+from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS, Section
+
+REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
+                          "throughput", "speedup")
+MISSING = "–"
+
+# A row written before methods had sections carries ``layers``, the per-layer picture of a pruned model; it
+# becomes this section, with the cells the comparison drew for it then.
+LAYER_HEADERS = ["layer of the source", "heads kept", "", "FFN neurons kept", ""]
+LAYER_ALIGN = ["left", "right", "left", "right", "left"]
+
+
+# --- validation --------------------------------------------------------------------------------
+
+def _validate_method(index: int, method: object) -> None:
+    if not isinstance(method, dict):
+        raise CompressError(f"Entry {index} of the comparison's methods is not an object.")
+    name = method.get("method")
+    if not isinstance(name, str) or not name:
+        raise CompressError(f"Entry {index} of the comparison's methods has no 'method' name.")
+    for key in REQUIRED_METHOD_FIELDS:
+        if key not in method:
+            raise CompressError(f"Method '{name}' in the comparison lacks the required field '{key}' "
+                                f"(it may be null, but the key must be present).")
+        value = method[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise CompressError(f"Method '{name}' has a non-numeric {key} ({value!r}); "
+                                f"expected a number or null.")
+
+
+def validate_comparison(data: object) -> None:
+    """Raise :class:`CompressError` unless ``data`` is a schema-1 or -2 comparison with complete methods."""
+    if not isinstance(data, dict):
+        raise CompressError("The comparison is not a JSON object; expected a dict with schema_version and methods.")
+    if "schema_version" not in data:
+        raise CompressError(f"The comparison has no schema_version; expected schema_version {COMPARISON_SCHEMA}.")
+    version = data["schema_version"]
+    if version not in READABLE_COMPARISON_SCHEMAS or isinstance(version, bool):
+        raise CompressError(f"The comparison has schema_version {version!r}, but this version of compress "
+                            f"reads schema_version {' or '.join(map(str, READABLE_COMPARISON_SCHEMAS))}; run "
+                            "`compress compare` again.")
+    methods = data.get("methods")
+    if not isinstance(methods, list) or not methods:
+        raise CompressError("The comparison has no methods; run at least one method before rendering it.")
+    for index, method in enumerate(methods):
+        _validate_method(index, method)
+
+
+# --- lenient conversions -----------------------------------------------------------------------
+
+def number(value: object) -> float | None:
+    """``value`` as a finite float, or None when it is null, NaN, infinite or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _as_given(value: object) -> int | float | None:
+    """A finite number as written (an int stays an int, so ``48`` is shown as 48, not 48.0), or None."""
+    return value if number(value) is not None else None  # type: ignore[return-value]
+
+
+def _text(value: object) -> str | None:
+    """A field the report shows only when it is set: None when missing, null or empty."""
+    return str(value) if value else None
+
+
+def _object(value: object) -> dict[str, object]:
+    """A JSON object, or an empty one for anything else (a hand-edited field of the wrong shape is left out)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _strings(value: object, what: str) -> list[str]:
+    """A list of table cells or sentences as text; a null cell is "–", like any value not measured."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CompressError(f"{what} is not a list ({value!r}); expected a list of strings.")
+    return [MISSING if item is None else str(item) for item in value]
+
+
+# --- what the report shows ---------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class ShownModel:
+    """The numbers every row of the report has, teacher included; None where not measured."""
+
+    params: float | None = None
+    size_bytes: float | None = None
+    flops: float | None = None
+    accuracy: float | None = None                     # a fraction
+    latency_ms_p50: float | None = None
+    throughput: float | None = None
+    params_by_component: dict[str, float | None] | None = None   # None: no breakdown recorded
+
+    @staticmethod
+    def _measures(data: dict[str, object]) -> dict[str, float | None]:
+        return {key: number(data.get(key))
+                for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")}
+
+    @staticmethod
+    def _components(data: dict[str, object]) -> dict[str, float | None] | None:
+        parts = data.get("params_by_component")
+        return {str(k): number(v) for k, v in parts.items()} if isinstance(parts, dict) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShownTeacher(ShownModel):
+    name: str | None = None     # None: not recorded (shown as "?")
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ShownTeacher:
+        name = data.get("name")
+        return cls(**cls._measures(data), params_by_component=cls._components(data),
+                   name=None if name is None else str(name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShownMethod(ShownModel):
+    """One method's row of the report and its own part of it."""
+
+    method: str                         # the run's name, required: distilbert, distilbert+int8
+    label: str | None = None            # the long name (``DistilBERT → dynamic int8``)
+    kind: str | None = None             # distillation, quantization, pruning, pipeline
+    backend: str | None = None
+    dtype: str | None = None
+    run_dir: str | None = None
+    note: str | None = None             # why this CPU runs it badly (the row is flagged ⚠)
+    explanation: str | None = None
+    retention: float | None = None      # accuracy as a fraction of the teacher's
+    speedup: float | None = None
+    steps: tuple[str, ...] = ()         # a pipeline's rows from its first step to this one (schema 2)
+    sections: tuple[Section, ...] = ()  # its own part of the report, under its explanation
+
+    @property
+    def name(self) -> str:
+        """The name the results table gives it: the label, or the run's name without one."""
+        return self.label or self.method
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ShownMethod:
+        method = str(data["method"])
+        steps = data.get("steps")
+        return cls(**cls._measures(data), params_by_component=cls._components(data), method=method,
+                   label=_text(data.get("label")), kind=_text(data.get("kind")), backend=_text(data.get("backend")),
+                   dtype=_text(data.get("dtype")), run_dir=_text(data.get("run_dir")), note=_text(data.get("note")),
+                   explanation=_text(data.get("explanation")), retention=number(data.get("retention")),
+                   speedup=number(data.get("speedup")),
+                   steps=tuple(str(step) for step in steps) if isinstance(steps, list) else (),
+                   sections=_sections(method, data))
+
+
+def _sections(method: str, data: dict[str, object]) -> tuple[Section, ...]:
+    """A row's ``sections``; for a row written before sections existed, its ``layers`` as one section."""
+    raw = data.get("sections")
+    if raw is None:
+        return _layers_section(method, data.get("layers"))
+    if not isinstance(raw, list):
+        raise CompressError(f"Method '{method}' in the comparison has sections that are not a list ({raw!r}).")
+    sections = []
+    for index, entry in enumerate(raw):
+        what = f"Section {index} of method '{method}' in the comparison"
+        if not isinstance(entry, dict):
+            raise CompressError(f"{what} is not an object.")
+        rows = entry.get("rows")
+        if rows is not None and not isinstance(rows, list):
+            raise CompressError(f"{what} has rows that are not a list ({rows!r}).")
+        sections.append(Section(
+            name=str(entry.get("name") or f"section-{index + 1}"), title=_text(entry.get("title")),
+            lines=_strings(entry.get("lines"), f"{what}: lines"), headers=_strings(entry.get("headers"),
+                                                                                    f"{what}: headers"),
+            rows=[_strings(row, f"{what}: row {i}") for i, row in enumerate(rows or [])],
+            align=_strings(entry.get("align"), f"{what}: align")))
+    return tuple(sections)
+
+
+def _layers_section(method: str, layers: object) -> tuple[Section, ...]:
+    """The per-layer picture an older comparison kept under ``layers``, as the section that replaced it."""
+    if not layers:
+        return ()
+    try:
+        rows = [[f"{row['layer']}" + (" (dropped)" if row["dropped"] else ""), *layer_cells(row)]
+                for row in layers]  # type: ignore[attr-defined]
+    except (KeyError, TypeError) as error:
+        raise CompressError(f"Method '{method}' in the comparison has a 'layers' table this compress cannot "
+                            f"read ({error!r}); run `compress compare` again.") from None
+    return (Section("layers", headers=list(LAYER_HEADERS), rows=rows, align=list(LAYER_ALIGN)),)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShownDataset:
+    name: str | None = None
+    fingerprint: str | None = None
+    sizes: dict[str, int | float | str] = field(default_factory=dict)   # split -> examples, as written
+
+    @property
+    def test_size(self) -> int | float | None:
+        test = self.sizes.get("test")
+        return test if isinstance(test, (int, float)) else None
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ShownDataset:
+        sizes = _object(data.get("sizes"))
+        return cls(name=_text(data.get("name")), fingerprint=_text(data.get("fingerprint")),
+                   sizes={k: v if isinstance(v, (int, float)) else str(v) for k, v in sizes.items()})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShownContext:
+    """How the comparison was measured: the line under the title, the plots' titles, the ties on the front."""
+
+    seq_len: int | float | None = None
+    threads: int | float | None = None
+    cpu: str | None = None                          # the CPU's model name
+    other_cpus: float | None = None                 # CPUs other processes kept busy while speed was measured
+    created: str | None = None
+    accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ShownContext:
+        return cls(seq_len=_as_given(data.get("seq_len")), threads=_as_given(data.get("threads")),
+                   cpu=_text(_object(_object(data.get("manifest")).get("cpu")).get("model")),
+                   other_cpus=number(_object(data.get("speed")).get("other_cpus")),
+                   created=_text(data.get("created")),
+                   accuracy_standard_error=number(data.get("accuracy_standard_error")))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShownComparison:
+    """Everything the report draws, teacher first then each method in table order."""
+
+    schema_version: int
+    teacher: ShownTeacher | None
+    methods: tuple[ShownMethod, ...]
+    dataset: ShownDataset
+    context: ShownContext
+
+    def models(self) -> list[tuple[str, ShownModel]]:
+        """(short name, numbers) of the teacher, if any, and each method: the points the plots and the front use."""
+        teacher: list[tuple[str, ShownModel]] = [("teacher", self.teacher)] if self.teacher is not None else []
+        return teacher + [(m.method, m) for m in self.methods]
+
+    def pipelines(self) -> list[ShownMethod]:
+        """The methods that are pipelines (two or more steps), in table order."""
+        return [m for m in self.methods if len(m.steps) > 1]
+
+
+def read_comparison(data: dict[str, Any] | ShownComparison) -> ShownComparison:
+    """Validate ``data`` (a parsed comparison.json) as :func:`validate_comparison` does, then read what the
+    report shows of it; a :class:`ShownComparison` passes through unchanged."""
+    if isinstance(data, ShownComparison):
+        return data
+    validate_comparison(data)
+    teacher = data.get("teacher")
+    return ShownComparison(
+        schema_version=data["schema_version"],
+        teacher=ShownTeacher.from_json(teacher) if isinstance(teacher, dict) else None,
+        methods=tuple(ShownMethod.from_json(m) for m in data["methods"]),
+        dataset=ShownDataset.from_json(_object(data.get("dataset"))),
+        context=ShownContext.from_json(data))

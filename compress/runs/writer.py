@@ -1,0 +1,169 @@
+"""The one run writer: every run directory, whatever made its model, is evaluated, timed, saved and recorded here.
+
+A transform's run (:func:`transform_run`) loads its input (the fine-tuned teacher, a run directory, or the
+previous step of a pipeline: :mod:`compress.runs.source`), calls the method's verb (``apply``,
+:mod:`compress.registry.contract`) and hands the result to :func:`write_run`; a student method's run
+(:mod:`compress.runs.distillation`) trains and hands its student to the same function. So there is one
+record builder, and ``kind`` comes from the method.
+
+Run directory (written to a temporary sibling and renamed when complete, like every run)::
+
+    config.json    the RunConfig, the method's options as resolved, and what the model came from
+    student/       an fp32 model (compress or transformers layout) + tokenizer; or
+    model/         a quantized artefact (compress.quantize.artefacts) + tokenizer
+    metrics.json   the run record (compress.reports.records.RunRecord), the method's details included
+    manifest.json  versions, CPU, threads, seed, split fingerprint
+    log.jsonl      training losses, when the run trained (students, pruning's recovery)
+    report.md      the same, for people; the method writes its own section
+    ...            files of the method's own (pruning: importance.json, head_curve.png)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from compress.bench.inputs import speed_seq_len
+from compress.bench.machine import manifest
+from compress.bench.measurement import Speed
+from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.timing import default_threads
+from compress.data.batching import TokenizedTask, tokenize_task
+from compress.device import resolve_device
+from compress.errors import CompressError
+from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
+from compress.models.encoder import Encoder
+from compress.quantize.artefacts import artefact_bytes
+from compress.quantize.predictors import TorchPredictor
+from compress.registry import Context, Method, Transform, Transformed
+from compress.registry.pipeline import Step
+from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRecord
+from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_report
+from compress.runs.config import RunConfig, RunResult, run_directory
+from compress.runs.source import Source, claimed_source
+from compress.teachers.registry import load_tokenizer
+from compress.train_config import TrainSettings
+from compress.training import evaluate
+
+
+def train_settings(config: RunConfig) -> TrainSettings:
+    return TrainSettings(batch_size=config.batch_size, seed=config.seed, patience=config.patience,
+                         precision=config.precision)
+
+
+def check_transform(config: RunConfig, method: Transform, options: Any) -> None:
+    """Every check of a transform's run that needs no data (the method's own and its --target), so a pipeline
+    fails before its first step trains."""
+    if config.target != "teacher" and not Path(config.target).is_dir():
+        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
+    method.check(config, options)
+
+
+def transform_run(config: RunConfig, method: Transform, options: Any, show_progress: bool = True,
+                  pipeline: str | None = None) -> RunResult:
+    """Apply ``method`` to ``config.target`` (the teacher or a run directory) and write its run directory;
+    ``pipeline``, when this run is a step of one, is recorded in config.json."""
+    check_transform(config, method, options)
+    with claimed_source(config, show_progress) as (config, source, out):
+        start = time.perf_counter()
+        with run_directory(out) as tmp:
+            log_path = tmp / "log.jsonl"
+            with open(log_path, "w") as log:
+                context = Context(data=source.data, task=source.task, tokenizer=load_tokenizer(str(source.directory)),
+                                  device=config.device, train=train_settings(config), threads=config.threads,
+                                  workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name)
+                context.workdir.mkdir()
+                made = method.apply(source.model.to(resolve_device(config.device)).eval(), options, context)
+            if made.recipe is None:
+                log_path.unlink()  # a transform that never trains (quantization) keeps no training log
+            record = write_run(tmp, out, config, method, options, source, made, seconds=time.perf_counter() - start,
+                               pipeline=pipeline)
+            shutil.rmtree(context.workdir)
+    return RunResult(out, record)
+
+
+def measure_models(config: RunConfig, data: TokenizedTask, seq_len: int | None = None,
+                   **models: Any) -> dict[str, Speed]:
+    """Each model's speed (an Encoder or a predictor), measured one after another in this process on the same
+    inputs, at ``seq_len`` tokens (default: the test split's 95th percentile)."""
+    speed = SpeedConfig(threads=config.threads or default_threads())
+    seq_len = seq_len or speed_seq_len(data)
+    return {name: measure_speed(TorchPredictor(model) if isinstance(model, Encoder) else model, data, seq_len, speed)
+            for name, model in models.items()}
+
+
+def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: Any, source: Source,
+              made: Transformed, *, seconds: float, pipeline: str | None,
+              more_config: SavedConfig | None = None) -> RunRecord:
+    """Evaluate ``made.model`` on the test split, time it against ``source.model`` in this process, save it, and
+    write config.json, metrics.json, manifest.json, report.md and the method's own files into ``tmp`` (the
+    run ``out``'s temporary directory). ``source`` is what the model was made from: the fine-tuned teacher
+    for a student method, else the transform's input."""
+    data = source.data if made.tokenizer is None else \
+        tokenize_task(source.task, made.tokenizer, max_length=source.data.max_length)
+    model = made.model
+    if made.test is not None:
+        test = made.test
+    else:
+        test = evaluate(model, data.dataloader("test", batch_size=128), next(model.parameters()).device)
+    if isinstance(model, Encoder):
+        model.cpu()
+    # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
+    speed = made.speed or {}
+    if "student" not in speed:
+        seq_len = speed_seq_len(source.data)
+        speed = measure_models(config, source.data, seq_len, source=source.model.cpu()) | \
+            measure_models(config, data, seq_len, student=model)
+    tokenizer = made.tokenizer or load_tokenizer(str(source.directory))
+    if made.artefact is not None:
+        model_dir = tmp / "model"
+        made.artefact.directory.rename(model_dir)
+        for name in TOKENIZER_FILES:
+            if (source.directory / name).is_file():
+                shutil.copy(source.directory / name, model_dir / name)
+        student = model_record(source.model, test, data.max_length, artefact_bytes(model_dir),
+                               layout=f"{made.artefact.backend}-{made.artefact.dtype}", backend=made.artefact.backend,
+                               dtype=made.artefact.dtype, config=source.model.config.to_dict())
+    else:
+        layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
+        student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
+                               config=model.config.to_dict())
+    for name, content in made.files.items():
+        (tmp / name).write_bytes(content)
+    teacher, entry = source.teacher, source.entry
+    trained = method.kind == "student"   # a student is measured against its teacher, not "a source"
+    speed = {"teacher" if trained else "source": speed["source"], "student": speed["student"]} | \
+        ({"teacher": speed["source"]} if source.kind == "teacher" else {})
+    record = RunRecord(
+        method=method.name, kind=method.run_kind, seconds=round(seconds, 1), seq_len=data.max_length,
+        dataset=dataset_record(source.task), teacher=teacher, student=student,
+        source=None if trained else SourceRecord(source.kind, str(source.directory), source.parent, entry.params,
+                                                 entry.size_bytes, entry.accuracy, entry.macro_f1),
+        retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
+        chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
+        speed=speed, details=made.details,
+    )
+    full_config = SavedConfig(run=asdict(config), options=asdict(options))
+    if made.recipe is not None:
+        full_config["recipe"] = made.recipe
+    if not trained:
+        full_config |= {"source": asdict(record.source), "parent": source.parent, "teacher": source.teacher_name}
+    full_config |= (more_config or {}) | {"max_length": data.max_length}
+    if pipeline:
+        full_config["pipeline"] = pipeline
+    write_run_record(tmp, record, full_config, seed=config.seed)
+    return record
+
+
+def write_run_record(directory: Path, record: RunRecord, config: SavedConfig, *, seed: int) -> None:
+    """config.json, metrics.json, manifest.json and report.md of a run directory."""
+    (directory / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    (directory / "metrics.json").write_text(json.dumps(record.to_dict(), indent=2))
+    machine = manifest(threads=record.speed["student"]["threads"], seed=seed,
+                       split_fingerprint=record.dataset.fingerprint)
+    (directory / "manifest.json").write_text(json.dumps(machine, indent=2))
+    write_report(directory / "report.md", record, config)
