@@ -19,6 +19,8 @@ together they are a few percent):
 Sharing blocks across layers changes none of these terms: a shared block still runs L times.
 Pruning does: a layer whose attention keeps h of the heads (head size d) and whose FFN keeps F'
 neurons counts 2 n H (3 h d) + 2 n n h d * 2 + 2 n h d H for attention and 2 n H F' * 2 for the FFN.
+Low-rank factorization does too: a matrix in -> out held as two factors of rank r counts 2 n r (in + out)
+instead of 2 n in out, and a factorized token embedding adds 2 n r E (the lookup is free).
 """
 
 from __future__ import annotations
@@ -121,19 +123,31 @@ def count_parameters(model_or_config: nn.Module | EncoderConfig) -> ParamCount:
     return ParamCount(counts)
 
 
+def _matrix(n: int, inp: int, out: int, rank: int) -> int:
+    """2 n in out for a dense matrix over n tokens; 2 n r (in + out) for its two rank-r factors."""
+    return 2 * n * (rank * (inp + out) if rank else inp * out)
+
+
 def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
     """Analytic FLOPs (2 per multiply-add) of one forward pass over one sequence of ``seq_len`` tokens."""
     if seq_len <= 0:
         raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}.")
     n, e, h = seq_len, config.embedding_size, config.hidden_size
     projection = 2 * n * e * h if config.factorized else 0
+    words = 2 * n * config.word_rank * e   # a factorized token embedding: a lookup, then r -> E
     layers = 0
     for layer in range(config.num_layers):
-        inner = config.heads_of(config.attention_block_of(layer)) * config.head_size   # h d (= H unpruned)
-        f = config.ffn_size_of(config.ffn_block_of(layer))
-        layers += 2 * n * h * 3 * inner + 2 * n * n * inner * 2 + 2 * n * inner * h + 2 * 2 * n * h * f
+        a, b = config.attention_block_of(layer), config.ffn_block_of(layer)
+        inner = config.heads_of(a) * config.head_size   # h d (= H unpruned)
+        f = config.ffn_size_of(b)
+        q, k, v, o = config.attention_ranks_of(a)
+        up, down = config.ffn_ranks_of(b)
+        if inner:
+            layers += sum(_matrix(n, h, inner, r) for r in (q, k, v)) + 2 * n * n * inner * 2 + _matrix(n, inner, h, o)
+        if f:
+            layers += _matrix(n, h, f, up) + _matrix(n, f, h, down)
     head = 2 * h * h + 2 * h * config.num_labels
-    return projection + layers + head
+    return projection + words + layers + head
 
 
 def size_bytes(count: ParamCount, bytes_per_param: float = 4.0) -> int:

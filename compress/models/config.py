@@ -14,6 +14,9 @@ ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
 INPUT_NAMES: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 
 
+_LOW_RANK_UNSET = {"attention_ranks": None, "ffn_ranks": None, "word_rank": 0}
+
+
 @dataclass(frozen=True)
 class EncoderConfig:
     """Shape knobs of the encoder; validated when constructed.
@@ -34,6 +37,10 @@ class EncoderConfig:
                        block's output bias and layer norm). None: num_heads in every block.
     ffn_sizes          after pruning: the inner width of each feed-forward block (0 allowed likewise).
                        None: ffn_size in every block.
+    attention_ranks    after low-rank factorization: per attention block, the rank of its query, key, value
+                       and output matrices (0: that matrix is dense). None: every matrix dense.
+    ffn_ranks          likewise per feed-forward block, for its intermediate and output matrices.
+    word_rank          after factorizing the token embedding: V x r then r -> E (0: one V x E table).
     """
 
     vocab_size: int = 30522
@@ -56,6 +63,9 @@ class EncoderConfig:
     pad_token_id: int = 0
     heads: tuple[int, ...] | None = None
     ffn_sizes: tuple[int, ...] | None = None
+    attention_ranks: tuple[tuple[int, ...], ...] | None = None
+    ffn_ranks: tuple[tuple[int, ...], ...] | None = None
+    word_rank: int = 0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
@@ -94,6 +104,21 @@ class EncoderConfig:
             raise ValueError(f"pad_token_id must be a token id below vocab_size, got {self.pad_token_id!r}.")
         self._check_per_block("heads", self.num_attention_blocks, self.num_heads)
         self._check_per_block("ffn_sizes", self.num_ffn_blocks, None)
+        self._check_ranks("attention_ranks", self.num_attention_blocks, 4)
+        self._check_ranks("ffn_ranks", self.num_ffn_blocks, 2)
+        if not isinstance(self.word_rank, int) or isinstance(self.word_rank, bool) or self.word_rank < 0:
+            raise ValueError(f"word_rank must be an integer >= 0, got {self.word_rank!r}.")
+
+    def _check_ranks(self, name: str, blocks: int, matrices: int) -> None:
+        value = getattr(self, name)
+        if value is None:
+            return
+        value = tuple(tuple(ranks) for ranks in value)  # JSON gives lists; the frozen config holds tuples
+        object.__setattr__(self, name, value)
+        if len(value) != blocks or any(len(ranks) != matrices for ranks in value):
+            raise ValueError(f"{name} needs {matrices} ranks for each of the {blocks} blocks, got {value!r}.")
+        if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for ranks in value for r in ranks):
+            raise ValueError(f"{name} entries must be integers >= 0 (0: dense), got {value!r}.")
 
     def _check_per_block(self, name: str, blocks: int, most: int | None) -> None:
         value = getattr(self, name)
@@ -143,6 +168,20 @@ class EncoderConfig:
         """FFN neurons held in memory, over every feed-forward block."""
         return sum(self.ffn_size_of(b) for b in range(self.num_ffn_blocks))
 
+    @property
+    def low_rank(self) -> bool:
+        """True when some matrix is held as two low-rank factors."""
+        return bool(self.word_rank) or any(r for ranks in (self.attention_ranks or ()) + (self.ffn_ranks or ())
+                                           for r in ranks)
+
+    def attention_ranks_of(self, block: int) -> tuple[int, ...]:
+        """The ranks of attention block ``block``'s query, key, value and output (0: dense)."""
+        return (0, 0, 0, 0) if self.attention_ranks is None else self.attention_ranks[block]
+
+    def ffn_ranks_of(self, block: int) -> tuple[int, ...]:
+        """The ranks of feed-forward block ``block``'s intermediate and output (0: dense)."""
+        return (0, 0) if self.ffn_ranks is None else self.ffn_ranks[block]
+
     def heads_of(self, block: int) -> int:
         """Heads of attention block ``block``."""
         return self.num_heads if self.heads is None else self.heads[block]
@@ -165,7 +204,13 @@ class EncoderConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as JSON values; the low-rank ones only when set, so a dense model's dict (and every cache
+        key and checkpoint made from it) reads as it did before they existed."""
+        data = dataclasses.asdict(self)
+        for name, unset in _LOW_RANK_UNSET.items():
+            if data[name] == unset:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:

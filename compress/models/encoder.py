@@ -17,6 +17,10 @@ Layout of the parameters (the names are the ones :mod:`compress.models.accountin
 Layer ``i`` runs ``attention[config.attention_block_of(i)]`` then ``ffn[config.ffn_block_of(i)]``,
 so sharing changes how many blocks exist, never how many are run: it cuts parameters, not FLOPs.
 
+A factorized model (``config.attention_ranks``, ``config.ffn_ranks``, ``config.word_rank``) holds a matrix
+as two, :class:`LowRankLinear` (``down`` in -> r, then ``up`` r -> out, with the bias), where its rank is not 0;
+the token embedding as V x r then r -> E. Its parameters, bytes and FLOPs follow the ranks.
+
 A pruned model is the same encoder with per-block shapes (``config.heads``, ``config.ffn_sizes``):
 block ``b`` holds ``heads_of(b)`` heads of the usual head size and an FFN of width ``ffn_size_of(b)``,
 so removed heads and neurons cost nothing. A block with no heads (or no FFN neurons) keeps only
@@ -92,13 +96,52 @@ def _activation(name: str, x: torch.Tensor) -> torch.Tensor:
     return F.relu(x)
 
 
+class LowRankLinear(nn.Module):
+    """A linear map W (out x in) held as two factors, ``up`` (out x r, with the bias) after ``down`` (r x in):
+    r (in + out) weights instead of in * out, and as many multiply-adds per token."""
+
+    def __init__(self, in_features: int, out_features: int, rank: int) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        self.down = nn.Linear(in_features, rank, bias=False)
+        self.up = nn.Linear(rank, out_features)
+
+    @property
+    def bias(self) -> torch.Tensor:
+        return self.up.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(self.down(x))
+
+
+def linear(in_features: int, out_features: int, rank: int = 0) -> nn.Module:
+    """A dense ``nn.Linear``, or its :class:`LowRankLinear` of rank ``rank`` when that is not 0."""
+    return LowRankLinear(in_features, out_features, rank) if rank else nn.Linear(in_features, out_features)
+
+
+class LowRankEmbedding(nn.Module):
+    """A token-embedding table V x E held as V x r rows and an r -> E map (ALBERT's factorization, made after the
+    fact by SVD of a trained table)."""
+
+    def __init__(self, vocab_size: int, width: int, rank: int, padding_idx: int) -> None:
+        super().__init__()
+        self.rows = nn.Embedding(vocab_size, rank, padding_idx=padding_idx)
+        self.up = nn.Linear(rank, width, bias=False)
+        self.num_embeddings, self.embedding_dim = vocab_size, width
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.up(self.rows(ids))
+
+
 class Embeddings(nn.Module):
     """Token + position + token-type embeddings of width E, layer norm, dropout, then E->H if E != H."""
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         e = config.embedding_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, e, padding_idx=config.pad_token_id)
+        self.word_embeddings: nn.Module = (
+            LowRankEmbedding(config.vocab_size, e, config.word_rank, config.pad_token_id) if config.word_rank
+            else nn.Embedding(config.vocab_size, e, padding_idx=config.pad_token_id))
         self.position_embeddings = nn.Embedding(config.max_positions, e)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, e)
         self.layer_norm = nn.LayerNorm(e, eps=config.layer_norm_eps)
@@ -119,17 +162,17 @@ class Embeddings(nn.Module):
 class AttentionBlock(nn.Module):
     """Multi-head self-attention with the residual connection and post layer norm of BERT."""
 
-    def __init__(self, config: EncoderConfig, heads: int) -> None:
+    def __init__(self, config: EncoderConfig, heads: int, ranks: tuple[int, ...] = (0, 0, 0, 0)) -> None:
         super().__init__()
         h = config.hidden_size
         self.num_heads = heads
         self.head_size = config.head_size
         inner = heads * config.head_size
         if heads:
-            self.query = nn.Linear(h, inner)
-            self.key = nn.Linear(h, inner)
-            self.value = nn.Linear(h, inner)
-            self.output: nn.Module = nn.Linear(inner, h)
+            self.query = linear(h, inner, ranks[0])
+            self.key = linear(h, inner, ranks[1])
+            self.value = linear(h, inner, ranks[2])
+            self.output: nn.Module = linear(inner, h, ranks[3])
         else:
             self.output = OutputBias(h)
         self.layer_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
@@ -174,12 +217,12 @@ class AttentionBlock(nn.Module):
 class FeedForwardBlock(nn.Module):
     """H -> F -> H with activation, residual connection and post layer norm."""
 
-    def __init__(self, config: EncoderConfig, width: int) -> None:
+    def __init__(self, config: EncoderConfig, width: int, ranks: tuple[int, ...] = (0, 0)) -> None:
         super().__init__()
         self.width = width
         if width:
-            self.intermediate = nn.Linear(config.hidden_size, width)
-            self.output: nn.Module = nn.Linear(width, config.hidden_size)
+            self.intermediate = linear(config.hidden_size, width, ranks[0])
+            self.output: nn.Module = linear(width, config.hidden_size, ranks[1])
         else:
             self.output = OutputBias(config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -216,9 +259,10 @@ class Encoder(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
-        self.attention = nn.ModuleList(AttentionBlock(config, config.heads_of(b))
+        self.attention = nn.ModuleList(AttentionBlock(config, config.heads_of(b), config.attention_ranks_of(b))
                                        for b in range(config.num_attention_blocks))
-        self.ffn = nn.ModuleList(FeedForwardBlock(config, config.ffn_size_of(b)) for b in range(config.num_ffn_blocks))
+        self.ffn = nn.ModuleList(FeedForwardBlock(config, config.ffn_size_of(b), config.ffn_ranks_of(b))
+                                 for b in range(config.num_ffn_blocks))
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
         self.classifier_dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -228,7 +272,8 @@ class Encoder(nn.Module):
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=std)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:   # a low-rank factor's ``down`` has none
+                nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=std)
             if module.padding_idx is not None:

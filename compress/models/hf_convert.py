@@ -151,8 +151,9 @@ def hf_config(config: EncoderConfig, label_names: list[str] | None = None) -> di
 
 
 def hf_layout(config: EncoderConfig) -> str | None:
-    """``"bert"`` or ``"albert"`` when transformers can hold this shape, else ``None``."""
-    if config.pruned:
+    """``"bert"`` or ``"albert"`` when transformers can hold this shape, else ``None`` (pruned or factorized
+    matrices: transformers has no per-block shapes and no low-rank layers)."""
+    if config.pruned or config.low_rank:
         return None
     if config.sharing == "none" and not config.factorized:
         return "bert"
