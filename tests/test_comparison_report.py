@@ -286,3 +286,60 @@ def test_the_component_plot_names_each_bar_as_the_table_does(comparison):
 
     labels = [label for label, _ in _component_rows(_with_long_labels(comparison))]
     assert labels == ["teacher (minilm)", *(m["method"] for m in comparison["methods"])]
+
+
+def _with_sections(comparison: dict) -> dict:
+    """A method whose own part of the report arrives as a generic section (title, sentences, a table)."""
+    section = {"name": "sharing", "title": "What the shared block | saves",
+               "lines": ["One block serves all 6 layers.", "Embeddings are factorized: E = 128 < H."],
+               "headers": ["sharing", "params", "of the teacher"], "align": ["left", "right", "right"],
+               "rows": [["none", "22.7M", "100%"], ["all", "5.9M", None]]}
+    comparison["methods"][0]["sections"] = [section]
+    return comparison
+
+
+def test_a_method_section_shows_its_title_lines_and_table_in_markdown(comparison):
+    markdown = render_markdown(_with_sections(comparison))
+    own = markdown.split("(`albert`)")[1].split("(`distilbert`)")[0]
+    lines = own.splitlines()
+    explanation = next(i for i, line in enumerate(lines) if "changed something" in line)
+    title = lines.index("#### What the shared block \\| saves")    # under the explanation, escaped
+    assert explanation < title
+    assert lines[title + 2] == "One block serves all 6 layers."
+    assert lines[title + 4] == "Embeddings are factorized: E = 128 < H.".replace("<", "\\<")
+    table = [line for line in lines if line.startswith("|")]
+    assert table == ["| sharing | params | of the teacher |", "|:--|--:|--:|",
+                     "| none | 22.7M | 100% |", "| all | 5.9M | – |"]      # a null cell reads as not measured
+    assert "What the shared block" not in markdown.split("(`albert`)")[0]   # nowhere but its own method
+
+
+def test_a_method_section_is_a_table_of_its_name_in_the_page(comparison, tmp_path):
+    write_comparison(_with_sections(comparison), tmp_path)
+    with chromium_page(tmp_path / "comparison.html") as (page, _):
+        own = page.locator("#method-albert")
+        assert own.locator("h4").inner_text() == "What the shared block | saves"
+        assert own.locator("p").all_inner_texts()[-2:] == ["One block serves all 6 layers.",
+                                                           "Embeddings are factorized: E = 128 < H."]
+        table = own.locator("table.sharing")
+        assert table.count() == 1 and page.locator("table.sharing").count() == 1
+        assert table.locator("thead th").all_inner_texts() == ["sharing", "params", "of the teacher"]
+        assert table.locator('tbody th[scope="row"]').all_inner_texts() == ["none", "all"]
+        assert table.locator("tbody td.num").all_inner_texts() == ["22.7M", "100%", "5.9M", "–"]
+
+
+def test_a_row_with_both_sections_and_old_layers_shows_only_its_sections(comparison):
+    layers = [{"layer": 1, "heads": 9, "heads_of": 12, "ffn": 1373, "ffn_of": 1536, "dropped": False}]
+    _with_sections(comparison)["methods"][0]["layers"] = layers
+    markdown = render_markdown(comparison)
+    assert "| sharing | params |" in markdown and "layer of the source" not in markdown
+    comparison["methods"][0]["sections"] = []           # written by a compress with sections: none to show
+    assert "layer of the source" not in render_markdown(comparison)
+
+
+def test_a_malformed_section_is_named_in_the_error(comparison):
+    comparison["methods"][1]["sections"] = [{"name": "ok"}, "not an object"]
+    with pytest.raises(CompressError, match="Section 1 of method 'distilbert'.*not an object"):
+        render_markdown(comparison)
+    comparison["methods"][1]["sections"] = [{"name": "x", "rows": [["a"], "b"]}]
+    with pytest.raises(CompressError, match="Section 0 of method 'distilbert'.*row 1 is not a list"):
+        render_markdown(comparison)

@@ -187,3 +187,40 @@ def test_orders_that_make_no_sense_fail_in_one_line(pipeline, expected, tmp_path
     done = run_cli("run", pipeline, "--out", str(tmp_path / "run"))
     assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_distilbert_then_lowrank_then_int8_runs_end_to_end(tmp_path):
+    """The chain through the real CLI: the factorized step is a smaller dense model saved with its ranks, its
+    report draws the rank of every matrix, and int8 quantizes it."""
+    import json
+
+    from helpers import make_tiny_teacher, write_tiny_csv
+
+    from compress.models.checkpoints import load_encoder
+
+    teacher, csv = make_tiny_teacher(tmp_path / "teacher"), write_tiny_csv(tmp_path / "reviews.csv")
+    out = tmp_path / "chain"
+    done = run_cli("run", "distilbert+lowrank+int8", "--keep", "0.5", "--recovery-epochs", "1", "--teacher",
+                   str(teacher), "--dataset", str(csv), "--out", str(out), "--epochs", "2", "--batch-size", "8",
+                   "--lr", "1e-3", "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8",
+                   "--threads", "1", env={"COMPRESS_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    factorized = tmp_path / "chain-lowrank"
+    metrics = json.loads((factorized / "metrics.json").read_text())
+    details = metrics["details"]
+    assert metrics["kind"] == "lowrank" and metrics["source"]["kind"] == "run"
+    assert metrics["student"]["params"] < metrics["source"]["params"]
+    assert metrics["student"]["flops"] < json.loads((out / "metrics.json").read_text())["student"]["flops"]
+    assert details["matrix_params_after"] <= 0.5 * details["matrix_params_before"]
+    model = load_encoder(factorized / "student").model
+    ranks = {(m["kind"], m["block"], m["name"]): m["rank"] for m in details["matrices"]}
+    assert model.config.attention_ranks[0] == tuple(ranks["attention", 0, n] for n in ("query", "key", "value",
+                                                                                       "output"))
+    assert sum(p.numel() for p in model.parameters()) - model.config.num_labels * (model.config.hidden_size + 1) \
+        == metrics["student"]["params"]
+    report = (factorized / "report.md").read_text()
+    assert "## Low-rank factorization" in report and "| layer | Q | K | V | O | FFN in | FFN out |" in report
+    log = [json.loads(line) for line in (factorized / "log.jsonl").read_text().splitlines()]
+    assert any(entry.get("event") == "dev" for entry in log)   # the recovery trained and was evaluated
+    last = json.loads((tmp_path / "chain-lowrank-int8" / "metrics.json").read_text())
+    assert [step["step"].split("[")[0] for step in last["chain"]] == ["distilbert", "lowrank", "int8"]
