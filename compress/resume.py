@@ -44,6 +44,18 @@ class RngState(TypedDict, total=False):
     cuda: list[torch.Tensor]
 
 
+class StageProgress(TypedDict):
+    """A stage's :class:`compress.training.StageResult` so far, as ``dataclasses.asdict`` makes it (the checkpoint
+    holds plain values: ``torch.load(weights_only=True)`` reads no dataclass); the keys are its fields."""
+
+    history: list[dict[str, str | int | float]]
+    best_epoch: int
+    best_dev: dict[str, float] | None
+    seconds: float
+    stopped_early: bool
+    warnings: list[str]
+
+
 class TrainState(TypedDict):
     """One training stage's state at a checkpoint (:func:`compress.training.train_stage` writes and reads it)."""
 
@@ -53,14 +65,14 @@ class TrainState(TypedDict):
     step: int
     model: dict[str, torch.Tensor]
     extra: list[torch.Tensor]     # the objective's own parameters (projections)
-    optimizer: dict[str, Any]     # torch's own state dicts, whatever their optimizer holds
+    optimizer: dict[str, Any]     # torch's own state dicts: whatever the optimizer and the schedule hold
     scheduler: dict[str, Any]
-    scaler: dict[str, Any]
+    scaler: dict[str, float]      # GradScaler's scale, factors, interval and tracker (empty unless fp16)
     rng: RngState
     best_score: float | None
     best_state: dict[str, torch.Tensor] | None
     bad_epochs: int
-    result: dict[str, Any]        # the StageResult so far, as asdict
+    result: StageProgress
 
 
 class Checkpoint(TypedDict):

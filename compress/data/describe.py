@@ -26,6 +26,14 @@ class Example(TypedDict, total=False):
     text_pair: str
 
 
+class SplitProvenance(TypedDict):
+    """How the splits were made (the task's :class:`compress.data.task.SplitInfo`, as JSON)."""
+
+    method: str                              # one line, e.g. "stratified by label, 80/10/10 ..., seed 13"
+    proportions: dict[str, float] | None     # the configured shares, when compress made (part of) the split
+    seed: int | None                         # the split seed, when compress made (part of) the split
+
+
 class TaskDescription(TypedDict, total=False):
     """What `compress data show` prints (and prints as JSON): see :func:`describe_task`."""
 
@@ -34,7 +42,7 @@ class TaskDescription(TypedDict, total=False):
     labels: list[str]
     label_source: str
     text_pair: bool
-    split: dict[str, Any]              # how the splits were made: method, proportions, seed
+    split: SplitProvenance
     fingerprint: str
     in_train: dict[str, int]
     splits: dict[str, SplitDescription]
@@ -99,7 +107,7 @@ def describe_task(task: TaskData, tokenizer: Any | None = None, *, examples: int
         labels=list(task.label_names),
         label_source=task.label_source,
         text_pair=task.has_pairs,
-        split={"method": info.method, "proportions": info.proportions, "seed": info.seed},
+        split=SplitProvenance(method=info.method, proportions=info.proportions, seed=info.seed),
         fingerprint=task.fingerprint,
         in_train=dict(task.train_overlap()),  # dev/test rows whose text also occurs in train
         splits=splits,

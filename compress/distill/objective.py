@@ -98,7 +98,8 @@ class DistillationObjective(nn.Module):
             elif term.reads == "logits":
                 value = spec.fn(out.logits, teacher_logits, **term.options)
             else:
-                kwargs: dict[str, Any] = dict(term.options, attention_mask=mask)
+                # the term's options, the mask, and the learned projection where the loss takes one
+                kwargs: dict[str, float | bool | torch.Tensor | nn.Module] = dict(term.options, attention_mask=mask)
                 kind = _PROJECTED.get(term.reads)
                 if spec.uses_projection and kind in self.projections:
                     kwargs["projection"] = self.projections[kind]

@@ -10,7 +10,7 @@ same settings on the same data split (as ``compress compare`` reuses its runs).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from compress.pretrain.config import DownstreamConfig, PretrainConfig
 from compress.pretrain.run import PretrainResult
@@ -19,6 +19,17 @@ from compress.runs.config import RunConfig, run_task
 from compress.runs.pipeline import run
 
 NOT_PRETRAINED = "no-pretraining"
+
+
+class DownstreamRow(TypedDict):
+    """One downstream run: its student's and teacher's test accuracy (``compress pretrain --json`` prints it)."""
+
+    dataset: str
+    accuracy: float
+    teacher_accuracy: float
+    retention: float
+    directory: str         # the run directory
+    reused: bool           # found complete with the same settings on the same split, so not trained again
 
 
 def downstream_config(pretrained: PretrainConfig, result: PretrainResult | None, dataset: str,
@@ -35,10 +46,10 @@ def downstream_config(pretrained: PretrainConfig, result: PretrainResult | None,
 
 
 def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config: DownstreamConfig,
-               splits: dict[str, str], show_progress: bool = True) -> list[dict[str, Any]]:
+               splits: dict[str, str], show_progress: bool = True) -> list[DownstreamRow]:
     """Train (or reuse) the student ``result`` starts (None: the one built from the teacher) on each dataset;
     its and the teacher's test accuracy. ``splits``: each dataset's split fingerprint (:func:`check_datasets`)."""
-    rows = []
+    rows: list[DownstreamRow] = []
     for dataset in config.datasets:
         run_config = downstream_config(pretrained, result, dataset, config)
         directory = Path(run_config.out)
@@ -46,9 +57,9 @@ def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config
         reused = record is not None
         if record is None:
             record = run(run_config, show_progress).record
-        rows.append({"dataset": dataset, "accuracy": record.student.accuracy, "teacher_accuracy":
-                     record.teacher.accuracy, "retention": record.retention, "directory": str(directory),
-                     "reused": reused})
+        rows.append(DownstreamRow(dataset=dataset, accuracy=record.student.accuracy,
+                                  teacher_accuracy=record.teacher.accuracy, retention=record.retention,
+                                  directory=str(directory), reused=reused))
     return rows
 
 

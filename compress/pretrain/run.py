@@ -20,7 +20,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import datasets
 import torch
@@ -49,10 +49,27 @@ _CACHE_VERSION = 1
 EVAL_PAIRS = 2000  # held-out pairs per measure, at most
 
 
+class PretrainRecord(TypedDict):
+    """record.json of a pre-training cache entry (and what ``compress pretrain --json`` prints of it): a plain
+    dict, so records cached before this type existed read back unchanged."""
+
+    objective: str
+    corpus: str
+    teacher: str
+    config: dict[str, str | int | float]   # the PretrainConfig, as asdict
+    documents: dict[str, int]              # train, held_out
+    pairs: dict[str, int]                  # train, held_out_sop, held_out_nsp, held_out_none
+    held_out: dict[str, float] | None      # the kept epoch's held-out metrics (see evaluate_pretraining)
+    best_epoch: int
+    history: list[dict[str, str | int | float]]
+    seconds: float
+    params: int                            # the encoder's parameters
+
+
 @dataclass
 class PretrainResult:
     directory: Path        # the cache entry: encoder/, heads.safetensors, record.json, log.jsonl
-    record: dict[str, Any]
+    record: PretrainRecord
     cache_hit: bool
 
     @property
@@ -89,7 +106,7 @@ def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: boo
     return PretrainResult(target, record, cache_hit=hit)
 
 
-def _record_of(entry: Path) -> dict[str, Any]:
+def _record_of(entry: Path) -> PretrainRecord:
     if not (entry / RECORD).is_file() or not (entry / "encoder").is_dir():
         raise ValueError(f"it lacks {RECORD} or encoder/")
     return json.loads((entry / RECORD).read_text())
@@ -184,12 +201,12 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
     save_encoder(model.encoder, out / "encoder", tokenizer=tokenizer)
     save_file({k: v.contiguous() for k, v in model.state_dict().items() if not k.startswith("encoder.")},
               out / "heads.safetensors")
-    record = {"objective": config.objective, "corpus": config.corpus, "teacher": config.teacher,
-              "config": asdict(config), "documents": dict(zip(("train", "held_out"), documents)),
-              "pairs": {"train": len(train), **{f"held_out_{k}": len(v) for k, v in held_out.items()}},
-              "held_out": result.best_dev, "best_epoch": result.best_epoch,
-              "history": result.history, "seconds": round(result.seconds, 1),
-              "params": sum(p.numel() for p in model.encoder.parameters())}
+    record = PretrainRecord(objective=config.objective, corpus=config.corpus, teacher=config.teacher,
+                            config=asdict(config), documents=dict(zip(("train", "held_out"), documents)),
+                            pairs={"train": len(train), **{f"held_out_{k}": len(v) for k, v in held_out.items()}},
+                            held_out=result.best_dev, best_epoch=result.best_epoch,
+                            history=result.history, seconds=round(result.seconds, 1),
+                            params=sum(p.numel() for p in model.encoder.parameters()))
     (out / RECORD).write_text(json.dumps(record, indent=2))
 
 
