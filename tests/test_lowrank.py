@@ -224,3 +224,26 @@ def test_distilbert_then_lowrank_then_int8_runs_end_to_end(tmp_path):
     assert any(entry.get("event") == "dev" for entry in log)   # the recovery trained and was evaluated
     last = json.loads((tmp_path / "chain-lowrank-int8" / "metrics.json").read_text())
     assert [step["step"].split("[")[0] for step in last["chain"]] == ["distilbert", "lowrank", "int8"]
+
+
+def test_explain_gives_the_break_even_ranks_and_the_teachers_real_spectra():
+    """On the bundled minilm: break-even ranks of its two shapes, ALBERT's embedding as the same operation, and
+    spectra equal to an independent SVD of the teacher's own matrices."""
+    import json
+
+    from compress.teachers.registry import load_teacher
+
+    done = run_cli("explain", "lowrank", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    formula = " ".join(data["formula"])
+    assert "(384 x 384) r < 192" in formula and "(1536 x 384) r < 308" in formula   # r (m + n) < m n
+    assert 191 * (384 + 384) < 384 * 384 <= 192 * (384 + 384) and 307 * 1920 < 1536 * 384 <= 308 * 1920
+    assert "V x E + E x H pays for E < 380" in formula   # 30522 * 384 / (30522 + 384) = 379.3
+    model = load_teacher("minilm", num_labels=2).model
+    queries = [torch.linalg.svdvals(block.query.weight.detach().double()) for block in model.attention]
+    expected = sum(float((s[:64] ** 2).sum() / (s ** 2).sum()) for s in queries) / len(queries)
+    assert data["spectra"]["Q"]["64"] == pytest.approx(expected, abs=1e-4)
+    for by_rank in data["spectra"].values():
+        shares = list(by_rank.values())
+        assert shares == sorted(shares) and 0 < shares[0] < shares[-1] <= 1

@@ -97,6 +97,7 @@ class Explanation(TypedDict, total=False):
     backend: str
     precisions: dict[str, int]
     kept_tokens: KeptTokens
+    spectra: dict[str, dict[str, float]]   # low-rank: per matrix type, weight energy kept at rank r
 
 
 def footprint(config: EncoderConfig, seq_len: int) -> Footprint:

@@ -69,7 +69,7 @@ from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokeniz
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
-# docs/tutorial.md, section 10, for the measurement that chose it).
+# docs/tutorial.md, section 11, for the measurement that chose it).
 PRUNING_PIPELINE = "distilbert+prune+int8"
 
 
