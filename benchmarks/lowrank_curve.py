@@ -92,12 +92,7 @@ def _plot(points: dict[str, list[dict[str, float]]], base: float, out: Path, tit
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
     ax.invert_xaxis()
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    print(f"plot: {out}")
+    _save(fig, ax, out)
 
 
 def _spectra(model: torch.nn.Module, out: Path, title: str) -> None:
@@ -126,6 +121,10 @@ def _spectra(model: torch.nn.Module, out: Path, title: str) -> None:
     ax.set_xlabel("rank r (dotted: each shape's break-even rank)")
     ax.set_ylabel("weight energy kept (%)")
     ax.set_title(f"{title}: singular-value spectra (mean over layers)")
+    _save(fig, ax, out)
+
+
+def _save(fig, ax, out: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
