@@ -81,7 +81,7 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
             if made.recipe is None:
                 log_path.unlink()  # a transform that never trains (quantization) keeps no training log
             record = write_run(tmp, out, config, method, options, source, made, seconds=time.perf_counter() - start,
-                               pipeline=pipeline)
+                               pipeline=pipeline, source_tokenizer=context.tokenizer)
             shutil.rmtree(context.workdir)
     return RunResult(out, record)
 
@@ -98,11 +98,12 @@ def measure_models(config: RunConfig, data: TokenizedTask, seq_len: int | None =
 
 def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: Any, source: Source,
               made: Transformed, *, seconds: float, pipeline: str | None,
-              more_config: SavedConfig | None = None) -> RunRecord:
+              more_config: SavedConfig | None = None, source_tokenizer: Any = None) -> RunRecord:
     """Evaluate ``made.model`` on the test split, time it against ``source.model`` in this process, save it, and
     write config.json, metrics.json, manifest.json, report.md and the method's own files into ``tmp`` (the
     run ``out``'s temporary directory). ``source`` is what the model was made from: the fine-tuned teacher
-    for a student method, else the transform's input."""
+    for a student method, else the transform's input; ``source_tokenizer`` its tokenizer, when the caller has it
+    loaded already."""
     data = source.data if made.tokenizer is None else \
         tokenize_task(source.task, made.tokenizer, max_length=source.data.max_length)
     model = made.model
@@ -118,7 +119,6 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         seq_len = speed_seq_len(source.data)
         speed = measure_models(config, source.data, seq_len, source=source.model.cpu()) | \
             measure_models(config, data, seq_len, student=model)
-    tokenizer = made.tokenizer or load_tokenizer(str(source.directory))
     if made.artefact is not None:
         model_dir = tmp / "model"
         made.artefact.directory.rename(model_dir)
@@ -129,6 +129,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
                                layout=f"{made.artefact.backend}-{made.artefact.dtype}", backend=made.artefact.backend,
                                dtype=made.artefact.dtype, config=source.model.config.to_dict())
     else:
+        tokenizer = made.tokenizer or source_tokenizer or load_tokenizer(str(source.directory))
         layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
         student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
                                config=model.config.to_dict())

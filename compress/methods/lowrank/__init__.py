@@ -58,24 +58,24 @@ def spectra(teacher: str, shape: EncoderConfig) -> dict[str, dict[int, float]] |
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: LowRankOptions) -> Explanation:
-    from compress.methods.lowrank.factorize import break_even
+    from compress.methods.lowrank.factorize import Matrix, break_even, uniform_ranks
     from compress.reports.footprint import footprint, side_by_side
 
     h, f, v, e = tc.hidden_size, tc.ffn_size, tc.vocab_size, tc.embedding_size
     square, wide = break_even(h, h), break_even(f, h)
     keep = options.keep
-    rank_square = max(1, int(keep * h * h / (2 * h)))
-    rank_wide = max(1, int(keep * h * f / (h + f)))
-    ranks = (rank_square if rank_square <= square else 0, rank_wide if rank_wide <= wide else 0)
-    sc = tc.replace(attention_ranks=((ranks[0],) * 4,) * tc.num_attention_blocks,
-                    ffn_ranks=((ranks[1],) * 2,) * tc.num_ffn_blocks, word_rank=options.embedding_rank or 0)
+    shapes = [Matrix("attention", 0, "query", h, h), Matrix("ffn", 0, "intermediate", f, h)]
+    rank_square, rank_wide = uniform_ranks(shapes, keep).values()   # 0: dense, the rank would pass break-even
+    sc = tc.replace(attention_ranks=((rank_square,) * 4,) * tc.num_attention_blocks,
+                    ffn_ranks=((rank_wide,) * 2,) * tc.num_ffn_blocks, word_rank=options.embedding_rank or 0)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     albert = break_even(v, h)
     formula = [
         "W (out x in) ~ up (out x r) @ down (r x in): r (out + in) parameters and multiply-adds per token instead "
         "of out x in, smaller when r < out * in / (out + in) (the break-even rank)",
         f"break-even here: Q, K, V, O ({h} x {h}) r < {square + 1}; FFN in and out ({f} x {h}) r < {wide + 1}",
-        f"--keep {keep:g} of every matrix (uniform): r = {rank_square} for Q, K, V, O and {rank_wide} for the FFN "
+        f"--keep {keep:g} of every matrix (uniform): r = {rank_square or 'dense'} for Q, K, V, O and "
+        f"{rank_wide or 'dense'} for the FFN "
         "(the default allocation, energy, gives each matrix its own rank from the same budget)",
         "svd: min ||W - W'||; fisher (FWSVD): min ||diag(sqrt(I)) (W - W')||, I_i = sum of (dL/dW_ij)^2 over batches "
         "and j; activation (SVD-LLM): min ||(W - W') X|| over the layer's real inputs X, by whitening with the "

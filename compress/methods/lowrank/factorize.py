@@ -78,29 +78,39 @@ def linear_of(model: Encoder, matrix: Matrix) -> nn.Linear:
 @dataclass
 class Weighted:
     """A matrix as its weighting sees it: ``rows`` (Fisher) or ``whiten`` (the Cholesky factor of the inputs'
-    covariance), and the singular values of the weighted matrix."""
+    covariance), and the SVD of the weighted matrix, computed once for both the spectrum and the factors."""
 
     rows: torch.Tensor | None
     whiten: torch.Tensor | None
+    u: torch.Tensor
     singular: torch.Tensor
+    vh: torch.Tensor
 
     def energy(self, rank: int) -> float:
         """The share of the weighted matrix's energy (sum of squared singular values) the first ``rank`` keep."""
         total = float((self.singular ** 2).sum())
         return float((self.singular[:rank] ** 2).sum()) / total if total else 1.0
 
+    def factors(self, rank: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(up, down), out x rank and rank x in: the best rank-``rank`` approximation under the weighting, with
+        the weighting undone (on ``up`` for rows, on ``down`` for whitening)."""
+        root = self.singular[:rank].sqrt()
+        up, down = self.u[:, :rank] * root, root[:, None] * self.vh[:rank]
+        if self.rows is not None:
+            up = up / self.rows.sqrt()[:, None]
+        if self.whiten is not None:
+            down = torch.linalg.solve_triangular(self.whiten, down, upper=False, left=False)   # down @ L^-1
+        return up.to(dtype), down.to(dtype)
 
-def _weighted(weight: torch.Tensor, rows: torch.Tensor | None, whiten: torch.Tensor | None) -> torch.Tensor:
+
+def weighted(weight: torch.Tensor, rows: torch.Tensor | None = None, whiten: torch.Tensor | None = None) -> Weighted:
     a = weight.double()
     if rows is not None:
         a = rows.sqrt()[:, None] * a
     if whiten is not None:
         a = a @ whiten
-    return a
-
-
-def weighted(weight: torch.Tensor, rows: torch.Tensor | None = None, whiten: torch.Tensor | None = None) -> Weighted:
-    return Weighted(rows, whiten, torch.linalg.svdvals(_weighted(weight, rows, whiten)))
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    return Weighted(rows, whiten, u, s, vh)
 
 
 def factor(weight: torch.Tensor, rank: int, rows: torch.Tensor | None = None,
@@ -108,14 +118,7 @@ def factor(weight: torch.Tensor, rank: int, rows: torch.Tensor | None = None,
     """(up, down), out x rank and rank x in, whose product is the best rank-``rank`` approximation of ``weight``
     under the weighting: ``rows`` (Fisher, one weight per output row) or ``whiten`` (lower-triangular L with
     L L^T the inputs' covariance); neither: plain truncated SVD."""
-    u, s, vh = torch.linalg.svd(_weighted(weight, rows, whiten), full_matrices=False)
-    root = s[:rank].sqrt()
-    up, down = u[:, :rank] * root, root[:, None] * vh[:rank]
-    if rows is not None:
-        up = up / rows.sqrt()[:, None]
-    if whiten is not None:
-        down = torch.linalg.solve_triangular(whiten, down, upper=False, left=False)   # down @ L^-1
-    return up.to(weight.dtype), down.to(weight.dtype)
+    return weighted(weight, rows, whiten).factors(rank, weight.dtype)
 
 
 # --- statistics from calibration batches --------------------------------------------------------------

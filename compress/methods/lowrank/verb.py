@@ -16,10 +16,10 @@ from compress.errors import CompressError
 from compress.methods.lowrank.details import FactorizedMatrix, LowRankDetails
 from compress.methods.lowrank.factorize import (
     Matrix,
+    Weighted,
     break_even,
     cholesky,
     energy_ranks,
-    factor,
     fisher_rows,
     input_covariances,
     linear_of,
@@ -104,8 +104,9 @@ def factorized_config(config: EncoderConfig, ranks: dict[str, int], word_rank: i
 @torch.no_grad()
 def factorize(model: Encoder, ranks: dict[str, int], weights: dict[str, Any], word_rank: int = 0) -> Encoder:
     """A new encoder holding ``model``'s weights, with every matrix of non-zero rank in ``ranks`` replaced by its
-    two factors under the weighting (``weights``: per matrix key, ``rows`` or ``whiten`` or nothing) and the
-    token embedding by plain SVD factors when ``word_rank``; ``model`` is left as it was."""
+    two factors under the weighting (``weights``: per matrix key, ``rows`` or ``whiten`` or nothing, or the
+    matrix's :class:`Weighted` already computed) and the token embedding by plain SVD factors when
+    ``word_rank``; ``model`` is left as it was."""
     config = factorized_config(model.config, ranks, word_rank)
     student = Encoder(config).to(next(model.parameters()).device)
     state = model.state_dict()
@@ -115,7 +116,9 @@ def factorize(model: Encoder, ranks: dict[str, int], weights: dict[str, Any], wo
         if not rank:
             continue
         linear = linear_of(model, m)
-        up, down = factor(linear.weight.detach().cpu(), rank, **weights.get(m.key, {}))
+        given = weights.get(m.key, {})
+        found = given if isinstance(given, Weighted) else weighted(linear.weight.detach().cpu(), **given)
+        up, down = found.factors(rank, linear.weight.dtype)
         new |= {f"{m.key}.up.weight": up, f"{m.key}.up.bias": linear.bias, f"{m.key}.down.weight": down}
     if word_rank:
         table = model.embeddings.word_embeddings.weight.detach().cpu()
@@ -154,7 +157,7 @@ def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transfor
     weights = statistics(reference, options.weighting, batches, device, found)
     spectra = {m.key: weighted(linear_of(reference, m).weight.detach().cpu(), **weights[m.key]) for m in found}
     ranks = choose_ranks(options, found, spectra)
-    student = factorize(reference, ranks, weights, options.embedding_rank or 0)
+    student = factorize(reference, ranks, spectra, options.embedding_rank or 0)   # the SVDs computed once
     stages = []
     recipe = recovery_recipe(options, student.config.num_layers)
     if recipe.stages:
@@ -162,14 +165,13 @@ def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transfor
         # The recipe reads hidden states, so the unfactorized model runs on every batch (no logit cache).
         stages.append(distil_stage(recipe.stages[0], recipe, reference, student, context.data, "", context.train,
                                    device, context.log, context.show_progress))
+    vocab, width = reference.config.vocab_size, reference.config.embedding_size
     details = LowRankDetails(
         options=options, source_config=reference.config.to_dict(),
         matrices=[FactorizedMatrix(m.kind, m.block, m.name, m.out, m.inp, ranks[m.key], break_even(m.out, m.inp),
                                    spectra[m.key].energy(ranks[m.key]) if ranks[m.key] else 1.0) for m in found],
         matrix_params_before=sum(m.params for m in found),
         matrix_params_after=sum(ranks[m.key] * (m.out + m.inp) if ranks[m.key] else m.params for m in found),
-        embedding_params_before=reference.config.vocab_size * reference.config.embedding_size,
-        embedding_params_after=(options.embedding_rank * (reference.config.vocab_size + reference.config.embedding_size)
-                                if options.embedding_rank else reference.config.vocab_size
-                                * reference.config.embedding_size))
+        embedding_params_before=vocab * width,
+        embedding_params_after=options.embedding_rank * (vocab + width) if options.embedding_rank else vocab * width)
     return Transformed(student.eval(), details, stages=stages, recipe=recipe.to_dict())

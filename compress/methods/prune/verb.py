@@ -142,7 +142,7 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
     details = PruneDetails(
         options=options, source_config=reference.config.to_dict(), layers_kept=list(first.layers),
         steps=[PruneStep(step["step"], step["kept"], step["params"], step["importance"]["examples"])
-               for step in json.loads(json.dumps(steps))],
+               for step in json.loads(files["importance.json"])],   # as written: the kept indices as lists
         head_curve=HeadCurve(**curve) if curve else None)
     return Transformed(pruned, details, files=files, stages=stages,
                        recipe=recovery_recipe(options, first.layers).to_dict())
