@@ -58,6 +58,16 @@ def test_explain_all_covers_every_method_and_renders_tables():
     assert "paper 31M" in text.stdout  # the ablation beside the paper's Tables 3-4
 
 
+def test_explain_with_no_method_renders_every_topic_as_tables():
+    """`compress explain` alone (all topics), as a person reads it: each topic's panel and its FLOPs row at the
+    asked sequence length (the human rendering once failed where --json passed)."""
+    done = run_cli("explain", "--seq-len", "64")
+    assert done.returncode == 0, done.stderr
+    for topic in TOPICS:
+        assert f"{topic}: what changes" in done.stdout, topic
+    assert done.stdout.count("FLOPs per sequence of 64") == len(TOPICS)
+
+
 def test_explain_takes_the_shape_options_and_counts_them_as_transformers_does():
     def student(*args: str) -> dict:
         done = run_cli("explain", *args, "--teacher", "bert-base", "--json")

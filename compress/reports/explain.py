@@ -51,7 +51,7 @@ def explain(method: str, teacher: str, seq_len: int = DEFAULT_SEQ_LEN,
     try:
         if chosen is None:
             return {"teacher": teacher, "seq_len": seq_len,
-                    "methods": {topic: m.explain(teacher, config, seq_len, m.make_options({}))
+                    "methods": {topic: {"seq_len": seq_len, **m.explain(teacher, config, seq_len, m.make_options({}))}
                                 for topic, m in topics().items()}}
         return {"seq_len": seq_len, **chosen.explain(teacher, config, seq_len, chosen.make_options(given))}
     except ValueError as e:  # the student does not fit this teacher (e.g. TinyBERT-4 on a narrow one)
