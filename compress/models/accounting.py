@@ -20,7 +20,8 @@ Sharing blocks across layers changes none of these terms: a shared block still r
 Pruning does: a layer whose attention keeps h of the heads (head size d) and whose FFN keeps F'
 neurons counts 2 n H (3 h d) + 2 n n h d * 2 + 2 n h d H for attention and 2 n H F' * 2 for the FFN.
 Low-rank factorization does too: a matrix in -> out held as two factors of rank r counts 2 n r (in + out)
-instead of 2 n in out, and a factorized token embedding adds 2 n r E (the lookup is free).
+instead of 2 n in out, and a factorized token embedding adds 2 n r E (the lookup is free). Relaxed sharing adds
+each layer's rank-r delta, 2 n r (in + out) per shared matrix.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def component_of(parameter_name: str) -> str:
         }[parts[1]]
     if head in ("attention", "ffn", "pooler", "classifier"):
         return head
+    if head in ("attention_deltas", "ffn_deltas"):   # a relaxed layer's own part of a shared block
+        return head.removesuffix("_deltas")
     raise KeyError(f"parameter {parameter_name!r} belongs to no known component.")
 
 
@@ -146,6 +149,11 @@ def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
             layers += sum(_matrix(n, h, inner, r) for r in (q, k, v)) + 2 * n * n * inner * 2 + _matrix(n, inner, h, o)
         if f:
             layers += _matrix(n, h, f, up) + _matrix(n, f, h, down)
+        delta = config.delta_rank
+        if delta and config.shares_attention:
+            layers += 4 * _matrix(n, h, h, delta)
+        if delta and config.shares_ffn:
+            layers += 2 * _matrix(n, h, f, delta)
     head = 2 * h * h + 2 * h * config.num_labels
     return projection + words + layers + head
 

@@ -14,7 +14,10 @@ ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
 INPUT_NAMES: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 
 
-_LOW_RANK_UNSET = {"attention_ranks": None, "ffn_ranks": None, "word_rank": 0}
+# Fields written to JSON only when set, so a model without them (and every cache key and checkpoint made from
+# it) reads as it did before they existed.
+_OMITTED_WHEN_UNSET = {"attention_ranks": None, "ffn_ranks": None, "word_rank": 0, "delta_rank": 0,
+                       "own_norms": False}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ class EncoderConfig:
                        and output matrices (0: that matrix is dense). None: every matrix dense.
     ffn_ranks          likewise per feed-forward block, for its intermediate and output matrices.
     word_rank          after factorizing the token embedding: V x r then r -> E (0: one V x E table).
+    delta_rank         relaxed sharing: every layer that runs a shared block adds its own rank-r delta B_l A_l to
+                       each of the block's matrices (W' + B_l A_l; 0: strict sharing). At most min(out, in) of
+                       the smallest shared matrix, where B_l A_l can be any matrix.
+    own_norms          relaxed sharing: every such layer also adds its own offsets to the block's biases and
+                       layer-norm weights (a few thousand parameters per layer).
     """
 
     vocab_size: int = 30522
@@ -66,6 +74,8 @@ class EncoderConfig:
     attention_ranks: tuple[tuple[int, ...], ...] | None = None
     ffn_ranks: tuple[tuple[int, ...], ...] | None = None
     word_rank: int = 0
+    delta_rank: int = 0
+    own_norms: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
@@ -108,6 +118,20 @@ class EncoderConfig:
         self._check_ranks("ffn_ranks", self.num_ffn_blocks, 2)
         if not isinstance(self.word_rank, int) or isinstance(self.word_rank, bool) or self.word_rank < 0:
             raise ValueError(f"word_rank must be an integer >= 0, got {self.word_rank!r}.")
+        self._check_relaxed()
+
+    def _check_relaxed(self) -> None:
+        if not isinstance(self.delta_rank, int) or isinstance(self.delta_rank, bool) or self.delta_rank < 0:
+            raise ValueError(f"delta_rank must be an integer >= 0, got {self.delta_rank!r}.")
+        if not self.relaxed:
+            return
+        if self.sharing == "none":
+            raise ValueError("delta_rank and own_norms relax shared blocks, and this model shares none.")
+        if self.pruned or self.low_rank:
+            raise ValueError("relaxed sharing needs dense, unpruned shared blocks.")
+        if self.delta_rank > self.max_delta_rank:
+            raise ValueError(f"delta_rank ({self.delta_rank}) must be at most {self.max_delta_rank}, the smaller "
+                             "side of the smallest shared matrix: beyond it a delta holds more than a full matrix.")
 
     def _check_ranks(self, name: str, blocks: int, matrices: int) -> None:
         value = getattr(self, name)
@@ -146,12 +170,12 @@ class EncoderConfig:
     @property
     def num_attention_blocks(self) -> int:
         """Distinct attention blocks held in memory: G when attention is shared, else L."""
-        return self.groups if self.sharing in ("all", "attention") else self.num_layers
+        return self.groups if self.shares_attention else self.num_layers
 
     @property
     def num_ffn_blocks(self) -> int:
         """Distinct feed-forward blocks held in memory: G when the FFN is shared, else L."""
-        return self.groups if self.sharing in ("all", "ffn") else self.num_layers
+        return self.groups if self.shares_ffn else self.num_layers
 
     @property
     def pruned(self) -> bool:
@@ -173,6 +197,29 @@ class EncoderConfig:
         """True when some matrix is held as two low-rank factors."""
         return bool(self.word_rank) or any(r for ranks in (self.attention_ranks or ()) + (self.ffn_ranks or ())
                                            for r in ranks)
+
+    @property
+    def relaxed(self) -> bool:
+        """True when the layers that share a block add their own deltas or offsets to it."""
+        return bool(self.delta_rank) or self.own_norms
+
+    @property
+    def max_delta_rank(self) -> int:
+        """min(out, in) of the smallest shared matrix: the rank at which a delta can be any matrix."""
+        sides = [self.hidden_size]
+        if self.shares_ffn:
+            sides.append(self.ffn_size)
+        return min(sides)
+
+    @property
+    def shares_attention(self) -> bool:
+        """True when the layers of a group run one attention block."""
+        return self.sharing in ("all", "attention")
+
+    @property
+    def shares_ffn(self) -> bool:
+        """True when the layers of a group run one feed-forward block."""
+        return self.sharing in ("all", "ffn")
 
     def attention_ranks_of(self, block: int) -> tuple[int, ...]:
         """The ranks of attention block ``block``'s query, key, value and output (0: dense)."""
@@ -204,10 +251,9 @@ class EncoderConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as JSON values; the low-rank ones only when set, so a dense model's dict (and every cache
-        key and checkpoint made from it) reads as it did before they existed."""
+        """The fields as JSON values; the low-rank and relaxed-sharing ones only when set (``_OMITTED_WHEN_UNSET``)."""
         data = dataclasses.asdict(self)
-        for name, unset in _LOW_RANK_UNSET.items():
+        for name, unset in _OMITTED_WHEN_UNSET.items():
             if data[name] == unset:
                 del data[name]
         return data

@@ -21,6 +21,12 @@ A factorized model (``config.attention_ranks``, ``config.ffn_ranks``, ``config.w
 as two, :class:`LowRankLinear` (``down`` in -> r, then ``up`` r -> out, with the bias), where its rank is not 0;
 the token embedding as V x r then r -> E. Its parameters, bytes and FLOPs follow the ranks.
 
+A relaxed shared model (``config.delta_rank``, ``config.own_norms``; Bae et al. 2025) keeps its shared blocks and
+gives every layer that runs one its own :class:`LayerDelta` (``attention_deltas.{l}``, ``ffn_deltas.{l}``): a rank-r
+delta ``up @ down`` added to each shared matrix (W' + B_l A_l, ``up`` starting at zero as LoRA's B does), and with
+own norms an offset on each bias and layer-norm weight. Strict sharing is rank 0; at full rank every layer can be
+any matrix again.
+
 A pruned model is the same encoder with per-block shapes (``config.heads``, ``config.ffn_sizes``):
 block ``b`` holds ``heads_of(b)`` heads of the usual head size and an FFN of width ``ffn_size_of(b)``,
 so removed heads and neurons cost nothing. A block with no heads (or no FFN neurons) keeps only
@@ -119,6 +125,58 @@ def linear(in_features: int, out_features: int, rank: int = 0) -> nn.Module:
     return LowRankLinear(in_features, out_features, rank) if rank else nn.Linear(in_features, out_features)
 
 
+class Offset(nn.Module):
+    """One layer's own part of a shared linear map, added to its output: a rank-``rank`` delta ``up(down(x))`` and,
+    with ``bias``, a bias offset."""
+
+    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool) -> None:
+        super().__init__()
+        self.down = nn.Linear(in_features, rank, bias=False) if rank else None
+        self.up = nn.Linear(rank, out_features, bias=False) if rank else None
+        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.up is None:
+            return self.bias
+        y = self.up(self.down(x))
+        return y if self.bias is None else y + self.bias
+
+
+class NormOffset(nn.Module):
+    """One layer's offsets on a shared layer norm's weight and bias."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(width))
+        self.bias = nn.Parameter(torch.zeros(width))
+
+
+class LayerDelta(nn.Module):
+    """What one layer adds to the shared block it runs: an :class:`Offset` per matrix (named as the block's) and,
+    with own norms, a :class:`NormOffset` for its layer norm."""
+
+    def __init__(self, shapes: dict[str, tuple[int, int]], width: int, rank: int, own_norms: bool) -> None:
+        super().__init__()
+        for name, (inp, out) in shapes.items():
+            self.add_module(name, Offset(inp, out, rank, own_norms))
+        self.layer_norm = NormOffset(width) if own_norms else None
+
+
+def _through(block: nn.Module, name: str, x: torch.Tensor, delta: LayerDelta | None) -> torch.Tensor:
+    """Block matrix ``name`` applied to ``x``, plus the running layer's own part of it."""
+    y = getattr(block, name)(x)
+    return y if delta is None else y + getattr(delta, name)(x)
+
+
+def _norm(block: nn.Module, x: torch.Tensor, delta: LayerDelta | None) -> torch.Tensor:
+    """The block's layer norm, with the running layer's offsets on its weight and bias."""
+    norm = block.layer_norm
+    if delta is None or delta.layer_norm is None:
+        return norm(x)
+    return F.layer_norm(x, norm.normalized_shape, norm.weight + delta.layer_norm.weight,
+                        norm.bias + delta.layer_norm.bias, norm.eps)
+
+
 class LowRankEmbedding(nn.Module):
     """A token-embedding table V x E held as V x r rows and an r -> E map (ALBERT's factorization, made after the
     fact by SVD of a trained table)."""
@@ -184,10 +242,11 @@ class AttentionBlock(nn.Module):
         return x.view(b, n, self.num_heads, self.head_size).transpose(1, 2)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, explicit: bool, gate: torch.Tensor | None = None
+        self, x: torch.Tensor, mask: torch.Tensor | None, explicit: bool, gate: torch.Tensor | None = None,
+        delta: LayerDelta | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """x: (B, n, H); mask: additive (B, 1, 1, n) or None (no padding); gate: (heads,) or None.
-        Returns (output, scores, probs).
+        """x: (B, n, H); mask: additive (B, 1, 1, n) or None (no padding); gate: (heads,) or None; delta: the
+        running layer's own part of this (shared) block, or None. Returns (output, scores, probs).
 
         ``explicit`` computes the scores and probabilities (to return them); otherwise the fused
         ``scaled_dot_product_attention`` kernel computes the same result without them.
@@ -196,7 +255,7 @@ class AttentionBlock(nn.Module):
             b, n, _ = x.shape
             empty = x.new_zeros(b, 0, n, n) if explicit else None
             return self.layer_norm(x + self.dropout(self.output.bias)), empty, empty
-        q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
+        q, k, v = (self._heads(_through(self, name, x, delta)) for name in ("query", "key", "value"))
         p = self.attention_dropout if self.training else 0.0
         scores = probs = None
         if explicit:
@@ -211,7 +270,7 @@ class AttentionBlock(nn.Module):
             context = context * gate[None, :, None, None]
         b, _, n, _ = context.shape
         context = context.transpose(1, 2).reshape(b, n, self.num_heads * self.head_size)
-        return self.layer_norm(x + self.dropout(self.output(context))), scores, probs
+        return _norm(self, x + self.dropout(_through(self, "output", context, delta)), delta), scores, probs
 
 
 class FeedForwardBlock(nn.Module):
@@ -229,13 +288,14 @@ class FeedForwardBlock(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.activation = config.activation
 
-    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (B, n, H); gate: (width,) or None."""
+    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None, delta: LayerDelta | None = None
+                ) -> torch.Tensor:
+        """x: (B, n, H); gate: (width,) or None; delta: the running layer's own part of this block, or None."""
         if not self.width:
             return self.layer_norm(x + self.dropout(self.output.bias))
-        a = _activation(self.activation, self.intermediate(x))
-        y = self.output(a if gate is None else a * gate)
-        return self.layer_norm(x + self.dropout(y))
+        a = _activation(self.activation, _through(self, "intermediate", x, delta))
+        y = _through(self, "output", a if gate is None else a * gate, delta)
+        return _norm(self, x + self.dropout(y), delta)
 
 
 def _padding_free(attention_mask: torch.Tensor) -> bool:
@@ -263,6 +323,13 @@ class Encoder(nn.Module):
                                        for b in range(config.num_attention_blocks))
         self.ffn = nn.ModuleList(FeedForwardBlock(config, config.ffn_size_of(b), config.ffn_ranks_of(b))
                                  for b in range(config.num_ffn_blocks))
+        h, f, rank, norms = config.hidden_size, config.ffn_size, config.delta_rank, config.own_norms
+        attention = {"query": (h, h), "key": (h, h), "value": (h, h), "output": (h, h)}
+        self.attention_deltas = nn.ModuleList(LayerDelta(attention, h, rank, norms) for _ in range(config.num_layers)
+                                              ) if config.relaxed and config.shares_attention else None
+        ffn = {"intermediate": (h, f), "output": (f, h)}
+        self.ffn_deltas = nn.ModuleList(LayerDelta(ffn, h, rank, norms) for _ in range(config.num_layers)
+                                        ) if config.relaxed and config.shares_ffn else None
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
         self.classifier_dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -282,6 +349,8 @@ class Encoder(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+        elif isinstance(module, Offset) and module.up is not None:
+            nn.init.zeros_(module.up.weight)   # after its factors (apply visits children first): a zero delta
 
     def forward(
         self,
@@ -312,9 +381,11 @@ class Encoder(nn.Module):
             a, f = config.attention_block_of(layer), config.ffn_block_of(layer)
             head_gate = gates.heads[a] if gates is not None and gates.heads is not None else None
             neuron_gate = gates.neurons[f] if gates is not None and gates.neurons is not None else None
+            attention_delta = self.attention_deltas[layer] if self.attention_deltas is not None else None
+            ffn_delta = self.ffn_deltas[layer] if self.ffn_deltas is not None else None
             before = x
-            x, s, p = self.attention[a](x, mask, output_attentions, head_gate)
-            x = self.ffn[f](x, neuron_gate)
+            x, s, p = self.attention[a](x, mask, output_attentions, head_gate, attention_delta)
+            x = self.ffn[f](x, neuron_gate, ffn_delta)
             if gates is not None and gates.layers is not None:
                 x = before + gates.layers[layer] * (x - before)
             if hidden is not None:

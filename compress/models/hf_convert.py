@@ -152,8 +152,8 @@ def hf_config(config: EncoderConfig, label_names: list[str] | None = None) -> di
 
 def hf_layout(config: EncoderConfig) -> str | None:
     """``"bert"`` or ``"albert"`` when transformers can hold this shape, else ``None`` (pruned or factorized
-    matrices: transformers has no per-block shapes and no low-rank layers)."""
-    if config.pruned or config.low_rank:
+    matrices, or relaxed sharing: transformers has no per-block shapes, no low-rank layers and no per-layer deltas)."""
+    if config.pruned or config.low_rank or config.relaxed:
         return None
     if config.sharing == "none" and not config.factorized:
         return "bert"

@@ -15,7 +15,8 @@ from compress.students.init_from import check_init_from
 if TYPE_CHECKING:
     from compress.models.encoder import Encoder
 
-SHARED_INIT = ("first", "middle", "last")
+SHARED_INIT = ("average", "first", "middle", "last")
+DELTA_INIT = ("svd", "zero")
 
 
 @dataclass
@@ -30,8 +31,18 @@ class AlbertOptions:
     dropout: bool = field(default=True, metadata={
         "help": "remove dropout, which the ALBERT paper found helps a shared model.", "flag": "--no-dropout"})
     shared_init: str = field(default="last", metadata={
-        "help": "which teacher layer of a group initialises its shared block: first, middle or last (the last "
-                "layer gathers the sentence into [CLS]; repeated, a middle layer washes the input out)."})
+        "help": "what initialises a group's shared block: the average of its teacher layers, or its first, middle "
+                "or last layer (the last layer gathers the sentence into [CLS]; repeated, a middle layer washes the "
+                "input out)."})
+    rank: int = field(default=0, metadata={
+        "help": "relaxed sharing: every layer adds its own rank-r delta to each shared matrix, r (in + out) "
+                "parameters per matrix per layer (0: strict sharing, the paper's ALBERT)."})
+    delta_init: str = field(default="zero", metadata={
+        "help": "how the deltas start: zero (as LoRA starts them: the student begins as the strictly shared one) "
+                "or svd (the rank-r truncated SVD of each teacher layer's difference from the shared block)."})
+    own_norms: bool = field(default=False, metadata={
+        "help": "relaxed sharing: every layer also gets its own offsets on the shared biases and layer norms "
+                "(from the teacher's layers with --delta-init svd).", "flag": "--own-norms"})
     fit_steps: int = field(default=100, metadata={
         "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
     hidden_loss: bool = field(default=False, metadata={
@@ -54,24 +65,47 @@ def albert_config(
     sharing: str = "all",
     groups: int = 1,
     dropout: bool = True,
+    rank: int = 0,
+    own_norms: bool = False,
 ) -> EncoderConfig:
-    """The student's shape. ``dropout=False`` removes dropout, as the ALBERT paper found helps."""
+    """The student's shape. ``dropout=False`` removes dropout, as the ALBERT paper found helps; ``rank`` and
+    ``own_norms`` relax the sharing (per-layer deltas and offsets)."""
     if embedding_size > teacher.hidden_size:
         raise ValueError(
             f"embedding_size ({embedding_size}) must not exceed the teacher's hidden size "
             f"({teacher.hidden_size}); factorization only makes the embedding smaller."
         )
     rates = {} if dropout else {"hidden_dropout": 0.0, "attention_dropout": 0.0}
-    return teacher.replace(embedding_size=embedding_size, sharing=sharing, groups=groups, **rates)
+    return teacher.replace(embedding_size=embedding_size, sharing=sharing, groups=groups, delta_rank=rank,
+                           own_norms=own_norms, **rates)
 
 
-def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[int]:
-    """The teacher layer that initialises each of ``blocks`` blocks (one per group when shared)."""
+def check_relaxed(teacher: EncoderConfig, options: AlbertOptions) -> None:
+    """The relaxed-sharing options against the teacher's shape, in the options' words (ValueError)."""
+    if options.shared_init not in SHARED_INIT:
+        raise ValueError(f"shared_init must be one of {', '.join(SHARED_INIT)}, got {options.shared_init!r}.")
+    if options.delta_init not in DELTA_INIT:
+        raise ValueError(f"delta_init must be one of {', '.join(DELTA_INIT)}, got {options.delta_init!r}.")
+    if options.rank < 0:
+        raise ValueError(f"rank must be 0 (strict sharing) or more, got {options.rank}.")
+    if (options.rank or options.own_norms) and options.sharing == "none":
+        raise ValueError("rank and own_norms relax shared blocks, and sharing none shares none.")
+    most = teacher.replace(sharing=options.sharing).max_delta_rank
+    if options.rank > most:
+        raise ValueError(f"rank {options.rank} is above min(out, in) = {most} of the smallest shared matrix, where a "
+                         "delta can already be any matrix.")
+
+
+def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[list[int]]:
+    """The teacher layers that initialise each of ``blocks`` blocks (one per group when shared): one layer, or
+    every layer of the group for ``average``."""
     if blocks == config.num_layers:
-        return list(range(blocks))
+        return [[layer] for layer in range(blocks)]
     per_group = config.num_layers // blocks
+    if shared_init == "average":
+        return [list(range(g * per_group, (g + 1) * per_group)) for g in range(blocks)]
     offset = {"first": 0, "middle": (per_group - 1) // 2, "last": per_group - 1}[shared_init]
-    return [g * per_group + offset for g in range(blocks)]
+    return [[g * per_group + offset] for g in range(blocks)]
 
 
 def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
@@ -81,7 +115,9 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
     if options.intermediate_epochs < 0:
         raise ValueError(f"intermediate_epochs must be 0 (no intermediate stage) or more, "
                          f"got {options.intermediate_epochs}.")
-    config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout)
+    check_relaxed(teacher, options)
+    config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout,
+                           options.rank, options.own_norms)
     if options.init_from:
         check_init_from(options.init_from, config)
     return config
@@ -89,13 +125,12 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
 
 def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
     """An ALBERT student initialised from ``teacher`` (see :func:`factorize_embeddings`), or with its
-    embeddings and blocks from ``options.init_from`` (a pre-trained encoder) and its head from the teacher."""
+    embeddings and blocks from ``options.init_from`` (a pre-trained encoder) and its head from the teacher.
+    A relaxed student's deltas and offsets start at zero here, so it computes what the strictly shared one does."""
     from compress.models.checkpoints import load_encoder
     from compress.models.encoder import Encoder
     from compress.students.init import copy_blocks, copy_embeddings, copy_head, factorize_embeddings, fit_embeddings
 
-    if options.shared_init not in SHARED_INIT:
-        raise ValueError(f"shared_init must be one of {', '.join(SHARED_INIT)}, got {options.shared_init!r}.")
     config = student_config(teacher.config, options)
     student = Encoder(config)
     if options.init_from:

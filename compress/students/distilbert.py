@@ -44,7 +44,7 @@ def build_distilbert(teacher: Encoder, options: DistilBertOptions) -> Encoder:
 
     config = distilbert_config(teacher.config, options.num_layers)
     student = Encoder(config)
-    sources = teacher_blocks(options.init_map, config.num_layers, teacher.config.num_layers)
+    sources = [[layer] for layer in teacher_blocks(options.init_map, config.num_layers, teacher.config.num_layers)]
     copy_embeddings(teacher, student)
     copy_blocks(teacher, student, sources, "attention")
     copy_blocks(teacher, student, sources, "ffn")

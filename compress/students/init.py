@@ -25,13 +25,15 @@ def copy_embeddings(teacher: Encoder, student: Encoder) -> None:
 
 
 @torch.no_grad()
-def copy_blocks(teacher: Encoder, student: Encoder, sources: list[int], kind: str) -> None:
-    """Student block ``b`` of ``kind`` (``attention`` or ``ffn``) <- teacher layer ``sources[b]``'s block."""
+def copy_blocks(teacher: Encoder, student: Encoder, sources: list[list[int]], kind: str) -> None:
+    """Student block ``b`` of ``kind`` (``attention`` or ``ffn``) <- the mean of teacher layers ``sources[b]``'
+    blocks (a copy when it names one layer)."""
     src, dst = getattr(teacher, kind), getattr(student, kind)
     if len(sources) != len(dst):
         raise ValueError(f"{len(dst)} {kind} blocks need {len(dst)} source layers, got {len(sources)}.")
-    for block, layer in zip(dst, sources):
-        block.load_state_dict(src[layer].state_dict())
+    for block, layers in zip(dst, sources):
+        states = [src[layer].state_dict() for layer in layers]
+        block.load_state_dict({name: sum(state[name] for state in states) / len(states) for name in states[0]})
 
 
 def _principal_basis(teacher: Encoder, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

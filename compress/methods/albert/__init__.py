@@ -1,5 +1,6 @@
 """ALBERT (Lan et al. 2020): a factorized embedding (V x E + E x H) and blocks shared across layers,
-distilled from the teacher on the logits (and, when asked, the hidden states).
+distilled from the teacher on the logits (and, when asked, the hidden states); with ``--rank r``, relaxed sharing
+(each layer adds its own rank-r delta to every shared matrix, :mod:`compress.methods.albert.relaxed`).
 
 Engines: the shape and initialisation in :mod:`compress.students.albert`, the recipe in
 :mod:`compress.distill.recipes`.
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
 from compress.registry import Preparation, StudentMethod, register
-from compress.students.albert import AlbertOptions, albert_config, build_albert, student_config
+from compress.students.albert import AlbertOptions, albert_config, build_albert, check_relaxed, student_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
     from compress.distill.recipe import Recipe
+    from compress.models.encoder import Encoder
     from compress.reports.footprint import AblationCell, ExplainTable, Explanation
 
 WHY = ("Sharing cuts parameters, not FLOPs: every layer still runs, the shared block once per layer. "
@@ -35,7 +37,9 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
     from compress.models.accounting import count_parameters
     from compress.reports.footprint import footprint, side_by_side
 
-    sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout)
+    check_relaxed(tc, options)
+    sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout, options.rank,
+                       options.own_norms)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     v, e, h, layers = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
     embedding = (f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = "
@@ -45,6 +49,12 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
     formula = [embedding, f"cross-layer sharing ({sc.sharing}, {sc.groups} group(s)): {layers} attention + "
                           f"{layers} FFN blocks  ->  {a} attention + {f} FFN blocks, each run {layers // a} and "
                           f"{layers // f} times"]
+    if sc.relaxed:
+        shapes = ([(h, h)] * 4 if sc.shares_attention else []) + ([(h, tc.ffn_size)] * 2 if sc.shares_ffn else [])
+        per_layer = sum(options.rank * (m + n) for m, n in shapes)
+        formula.append(f"relaxed sharing: each of the {layers} layers adds a rank-{options.rank} delta to each of "
+                       f"{len(shapes)} shared matrices, r (m + n) each = {per_layer:,} per layer"
+                       + (", plus its own bias and layer-norm offsets" if options.own_norms else ""))
     notes = [
         "Sharing cuts parameters, not FLOPs: every layer still runs, so each shared block is applied once per "
         f"layer that uses it; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "
@@ -100,6 +110,17 @@ def _ablation_table(rows: list[AblationCell], title: str) -> ExplainTable:
             "rows": [[str(e), *(cells[s] for s in SHARINGS)] for e, cells in by_e.items()]}
 
 
+def build(teacher: Encoder, options: AlbertOptions) -> Encoder:
+    """The student of :func:`build_albert`; with ``--delta-init svd``, its deltas started from the teacher's
+    residuals (from a pre-trained encoder, ``--init-from``, they start at zero)."""
+    student = build_albert(teacher, options)
+    if student.config.relaxed and options.delta_init == "svd" and not options.init_from:
+        from compress.methods.albert.relaxed import deltas_from_teacher
+
+        deltas_from_teacher(teacher, student)
+    return student
+
+
 def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
     """Augmented training data, when the options ask for it: replacements from the teacher's word-embedding
     neighbours, as measured on MR, not from a masked-LM head (with BERT-large one forward pass per replaced
@@ -121,5 +142,5 @@ METHOD = register(StudentMethod(
     summary="factorized embedding + cross-layer sharing, distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
-    build=build_albert, prepare=prepare, recipe=recipe,
+    build=build, prepare=prepare, recipe=recipe,
 ))

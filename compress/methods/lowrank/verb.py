@@ -61,6 +61,9 @@ def check_shape(options: LowRankOptions, shape: EncoderConfig) -> None:
     if shape.low_rank:
         raise CompressError("lowrank takes a dense model, and this one is already factorized; factorize the model "
                             "it was made from with other options instead.")
+    if shape.relaxed:
+        raise CompressError("lowrank cannot factorize a relaxed ALBERT (its layers add deltas to shared blocks); a "
+                            "smaller --rank is the way to a smaller one.")
     if options.embedding_rank is not None and options.embedding_rank >= shape.embedding_size:
         raise CompressError(f"--embedding-rank {options.embedding_rank} keeps the whole token embedding: it must be "
                             f"below its width E = {shape.embedding_size}.")

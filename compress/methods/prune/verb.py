@@ -70,7 +70,10 @@ def check_pruning(config: Any, options: PruneOptions) -> None:
 
 
 def check_layers(options: PruneOptions, shape: EncoderConfig) -> None:
-    """The checks of ``--drop-layers`` against the model that will be pruned."""
+    """The checks of ``--drop-layers`` against the model that will be pruned, which must not be a relaxed ALBERT."""
+    if shape.relaxed:
+        raise CompressError("prune cannot cut a relaxed ALBERT (its layers add deltas to shared blocks); a smaller "
+                            "--rank is the way to a smaller one.")
     if options.drop_layers >= shape.num_layers:
         raise CompressError(f"--drop-layers {options.drop_layers} would remove every layer: the model has "
                             f"{shape.num_layers}.")
