@@ -49,10 +49,11 @@ def _seeded(teacher: Encoder, options: AlbertOptions, seed: int = 5) -> Encoder:
 
 
 def test_rank_0_is_todays_albert(teacher):
-    """Same parameters, same values and the same logits from the same seed; the config writes no new field, so
-    caches and checkpoints of strict ALBERTs read as before."""
-    strict = _seeded(teacher, _options(embedding_size=16))
-    relaxed = _seeded(teacher, _options(embedding_size=16, rank=0, delta_init="svd"))
+    """Same parameters, same values and the same logits from the same seed, whatever the relaxed options say (the
+    shared block from the last layer, as before); the config writes no new field, so caches and checkpoints of
+    strict ALBERTs read as before."""
+    strict = _seeded(teacher, _options(embedding_size=16, shared_init="last"))
+    relaxed = _seeded(teacher, _options(embedding_size=16, rank=0, delta_init="svd", own_norms=True))
     assert strict.state_dict().keys() == relaxed.state_dict().keys()
     assert all(torch.equal(a, b) for a, b in zip(strict.state_dict().values(), relaxed.state_dict().values()))
     assert strict.attention_deltas is None and strict.ffn_deltas is None
@@ -64,7 +65,7 @@ def test_rank_0_is_todays_albert(teacher):
 @pytest.mark.parametrize("shared_init", ["average", "first", "last"])
 def test_a_zero_start_computes_what_the_strictly_shared_student_does(teacher, shared_init):
     strict = _seeded(teacher, _options(embedding_size=16, shared_init=shared_init))
-    relaxed = _seeded(teacher, _options(embedding_size=16, shared_init=shared_init, rank=4, own_norms=True))
+    relaxed = _seeded(teacher, _options(embedding_size=16, shared_init=shared_init, rank=4, delta_init="zero"))
     batch = padded_batch()
     assert torch.allclose(_logits(strict, batch), _logits(relaxed, batch), atol=1e-6)
     # ... and it can move away from it: LoRA's zero B with a random A has a gradient.
@@ -181,7 +182,7 @@ def test_the_onnx_file_stores_the_shared_block_once_and_int8_keeps_its_predictio
     from compress.methods.quantization import quant_format
     from compress.quantize.artefacts import load_artefact, write_artefact
 
-    model = _distinct(build(teacher, _options(embedding_size=16, rank=4, own_norms=True)))
+    model = _distinct(build(teacher, _options(embedding_size=16, rank=4)))
     stored = {}
     for name in ("onnx", "int8"):
         directory = tmp_path / name
@@ -217,9 +218,9 @@ def test_a_relaxed_model_saves_and_reloads(teacher, tmp_path):
 @pytest.mark.parametrize(("args", "expected"), [
     (("--rank", "-1"), "rank must be 0 (strict sharing) or more, got -1."),
     (("--rank", "385"), "rank 385 is above min(out, in) = 384 of the smallest shared matrix"),
-    (("--shared-init", "median"), "shared_init must be one of average, first, middle, last, got 'median'."),
+    (("--shared-init", "median"), "shared_init must be one of auto, average, first, middle, last, got 'median'."),
     (("--delta-init", "random"), "delta_init must be one of svd, zero, got 'random'."),
-    (("--rank", "8", "--sharing", "none"), "rank and own_norms relax shared blocks, and sharing none shares none."),
+    (("--rank", "8", "--sharing", "none"), "rank relaxes shared blocks, and sharing none shares none."),
 ])
 def test_bad_options_fail_in_one_line_before_any_work(args, expected, tmp_path):
     done = run_cli("run", "albert", *args, "--out", str(tmp_path / "run"))
@@ -255,3 +256,29 @@ def test_relaxed_albert_then_int8_runs_end_to_end(tmp_path):
     assert sum(p.numel() for p in model.parameters()) - model.config.num_labels * (model.config.hidden_size + 1) \
         == metrics["student"]["params"]
     assert json.loads((tmp_path / "relaxed-int8" / "metrics.json").read_text())["kind"] == "quantization"
+
+
+def test_explain_counts_what_the_deltas_cost_on_minilm():
+    """minilm (H = 384, F = 1536, six layers): r (m + n) per shared matrix per layer is 6,912 r per layer, so rank
+    32 adds 6 x 221,184 parameters to the strictly shared student; its own norms 6 x (the six biases, 4 x 384 +
+    1536 + 384, and two layer norms' weights and biases, 4 x 384)."""
+    from compress.reports.explain import explain
+
+    strict, relaxed = explain("albert", "minilm"), explain("albert[rank=32,own_norms=false]", "minilm")
+    assert relaxed["student"]["params"] - strict["student"]["params"] == 6 * 32 * (4 * (384 + 384) + 2 * (384 + 1536))
+    assert any("221,184 per layer" in line for line in relaxed["formula"])
+    norms = explain("albert[rank=32]", "minilm")
+    assert norms["student"]["params"] - relaxed["student"]["params"] == 6 * (4 * 384 + 1536 + 384 + 4 * 384)
+
+
+def test_the_defaults_start_as_measured(teacher):
+    """With --rank the defaults are the start measured best on MR: the average shared, SVD deltas, own norms; the
+    strict student still shares the last layer."""
+    relaxed = build(teacher, _options(embedding_size=32, rank=32))
+    batch = padded_batch()
+    assert relaxed.config.own_norms and (_logits(relaxed, batch) - _logits(teacher, batch)).abs().max() < 1e-5
+    average = (teacher.ffn[0].intermediate.weight + teacher.ffn[1].intermediate.weight
+               + teacher.ffn[2].intermediate.weight + teacher.ffn[3].intermediate.weight) / 4
+    assert torch.allclose(relaxed.ffn[0].intermediate.weight, average, atol=1e-6)
+    strict = build(teacher, _options(embedding_size=32))
+    assert torch.equal(strict.ffn[0].intermediate.weight, teacher.ffn[3].intermediate.weight)

@@ -15,7 +15,7 @@ from compress.students.init_from import check_init_from
 if TYPE_CHECKING:
     from compress.models.encoder import Encoder
 
-SHARED_INIT = ("average", "first", "middle", "last")
+SHARED_INIT = ("auto", "average", "first", "middle", "last")
 DELTA_INIT = ("svd", "zero")
 
 
@@ -30,19 +30,19 @@ class AlbertOptions:
     groups: int = field(default=1, metadata={"help": "number of layer groups G, sharing inside each."})
     dropout: bool = field(default=True, metadata={
         "help": "remove dropout, which the ALBERT paper found helps a shared model.", "flag": "--no-dropout"})
-    shared_init: str = field(default="last", metadata={
+    shared_init: str = field(default="auto", metadata={
         "help": "what initialises a group's shared block: the average of its teacher layers, or its first, middle "
-                "or last layer (the last layer gathers the sentence into [CLS]; repeated, a middle layer washes the "
-                "input out)."})
+                "or last layer; auto: the last for the strict student (the last layer gathers the sentence into "
+                "[CLS]; repeated, a middle layer washes the input out), the average with --rank (measured on MR)."})
     rank: int = field(default=0, metadata={
         "help": "relaxed sharing: every layer adds its own rank-r delta to each shared matrix, r (in + out) "
                 "parameters per matrix per layer (0: strict sharing, the paper's ALBERT)."})
-    delta_init: str = field(default="zero", metadata={
-        "help": "how the deltas start: zero (as LoRA starts them: the student begins as the strictly shared one) "
-                "or svd (the rank-r truncated SVD of each teacher layer's difference from the shared block)."})
-    own_norms: bool = field(default=False, metadata={
-        "help": "relaxed sharing: every layer also gets its own offsets on the shared biases and layer norms "
-                "(from the teacher's layers with --delta-init svd).", "flag": "--own-norms"})
+    delta_init: str = field(default="svd", metadata={
+        "help": "how the deltas start: svd (the rank-r truncated SVD of each teacher layer's difference from the "
+                "shared block) or zero (as LoRA starts them: the student begins as the strictly shared one)."})
+    own_norms: bool = field(default=True, metadata={
+        "help": "with --rank, every layer also gets its own offsets on the shared biases and layer norms (from its "
+                "teacher layer with --delta-init svd); --no-own-norms keeps them shared.", "flag": "--no-own-norms"})
     fit_steps: int = field(default=100, metadata={
         "help": "steps fitting the factorized embedding to the teacher's (0: SVD only)."})
     hidden_loss: bool = field(default=False, metadata={
@@ -88,12 +88,19 @@ def check_relaxed(teacher: EncoderConfig, options: AlbertOptions) -> None:
         raise ValueError(f"delta_init must be one of {', '.join(DELTA_INIT)}, got {options.delta_init!r}.")
     if options.rank < 0:
         raise ValueError(f"rank must be 0 (strict sharing) or more, got {options.rank}.")
-    if (options.rank or options.own_norms) and options.sharing == "none":
-        raise ValueError("rank and own_norms relax shared blocks, and sharing none shares none.")
+    if options.rank and options.sharing == "none":
+        raise ValueError("rank relaxes shared blocks, and sharing none shares none.")
     most = teacher.replace(sharing=options.sharing).max_delta_rank
     if options.rank > most:
         raise ValueError(f"rank {options.rank} is above min(out, in) = {most} of the smallest shared matrix, where a "
                          "delta can already be any matrix.")
+
+
+def shared_start(options: AlbertOptions) -> str:
+    """What ``--shared-init`` means for these options (``auto`` resolved)."""
+    if options.shared_init != "auto":
+        return options.shared_init
+    return "average" if options.rank else "last"
 
 
 def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[list[int]]:
@@ -117,7 +124,7 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
                          f"got {options.intermediate_epochs}.")
     check_relaxed(teacher, options)
     config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout,
-                           options.rank, options.own_norms)
+                           options.rank, options.own_norms and options.rank > 0)
     if options.init_from:
         check_init_from(options.init_from, config)
     return config
@@ -144,8 +151,8 @@ def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
                 fit_embeddings(teacher, student, steps=options.fit_steps)
         else:
             copy_embeddings(teacher, student)
-        copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, options.shared_init),
-                    "attention")
-        copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, options.shared_init), "ffn")
+        start = shared_start(options)
+        copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, start), "attention")
+        copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, start), "ffn")
     copy_head(teacher, student)
     return student

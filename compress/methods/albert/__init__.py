@@ -39,7 +39,7 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
 
     check_relaxed(tc, options)
     sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout, options.rank,
-                       options.own_norms)
+                       options.own_norms and options.rank > 0)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     v, e, h, layers = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
     embedding = (f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = "
@@ -54,7 +54,7 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
         per_layer = sum(options.rank * (m + n) for m, n in shapes)
         formula.append(f"relaxed sharing: each of the {layers} layers adds a rank-{options.rank} delta to each of "
                        f"{len(shapes)} shared matrices, r (m + n) each = {per_layer:,} per layer"
-                       + (", plus its own bias and layer-norm offsets" if options.own_norms else ""))
+                       + (", plus its own bias and layer-norm offsets" if sc.own_norms else ""))
     notes = [
         "Sharing cuts parameters, not FLOPs: every layer still runs, so each shared block is applied once per "
         f"layer that uses it; the student computes {student.flops / teacher.flops:.3f}x the teacher's FLOPs "
@@ -139,7 +139,8 @@ def recipe(options: AlbertOptions) -> Recipe:
 METHOD = register(StudentMethod(
     name="albert", rank=10, family="parameter efficiency",
     label="ALBERT (factorized embedding, shared layers)",
-    summary="factorized embedding + cross-layer sharing, distilled on the logits",
+    summary="factorized embedding + cross-layer sharing (relaxed by per-layer low-rank deltas with --rank), "
+            "distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
     build=build, prepare=prepare, recipe=recipe,
