@@ -6,11 +6,18 @@ comparison.json.
                                       [--others distilbert tinybert distilbert+prune]
                                       [--out runs/albert-curve] [--plot docs/images/albert_curve.png]
                                       [--plot-only] [--threads 2]
+    python benchmarks/albert_curve.py --probe [--ranks 0 16 32 64 128] [--starts svd zero]
 
-Starts (``--delta-init``): ``zero`` is ``albert[rank=r]`` (the last layer's block shared, deltas at zero: the
-strict student plus capacity); ``svd`` is ``albert[rank=r,delta_init=svd,shared_init=average,own_norms=true]``
-(the average of the layers shared, each layer's residual started at its rank-r SVD, its biases and layer norms
-its own). Prints the compare command it runs, one line per point, and draws the curve to ``--plot``.
+Starts: ``svd`` is ``albert[rank=r,shared_init=average]`` (the defaults with --rank, named so that a run made
+before they were is reused: the average of the layers shared, each layer's residual started at its rank-r SVD, its
+biases and layer norms its own); ``zero`` is ``albert[rank=r,delta_init=zero,shared_init=last,own_norms=false]``
+(the strict student plus deltas at zero, LoRA's start). At rank 0 they are the strict students sharing the
+average and the last layer (plain ``albert``). Prints the compare command it runs, one line per point, and draws
+the curve to ``--plot``.
+
+``--probe`` trains nothing: it builds each start from the fine-tuned teacher at E = H (no factorized embedding, so
+only the sharing and the deltas differ from the teacher) and prints its test accuracy, to show how much of the
+teacher's function each start keeps before distillation.
 """
 
 from __future__ import annotations
@@ -21,16 +28,21 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from compress.registry.method import format_value
 from compress.reports.comparison_data import ShownComparison, read_comparison
 from compress.runs.compare import CompareConfig, compare
 
-STARTS = {"zero": "", "svd": "delta_init=svd,shared_init=average,own_norms=true"}
+START_OPTIONS = {"svd": {"shared_init": "average"},
+                 "zero": {"delta_init": "zero", "shared_init": "last", "own_norms": False}}
+STARTS = {start: ",".join(f"{k}={format_value(v)}" for k, v in options.items())
+          for start, options in START_OPTIONS.items()}
 
 
 def relaxed(rank: int, start: str) -> str:
-    """The method spec of the relaxed ALBERT of ``rank`` from ``start``; rank 0 from zero is plain ``albert``."""
-    options = ",".join(o for o in (f"rank={rank}" if rank else "", STARTS[start]) if o)
-    return f"albert[{options}]" if options else "albert"
+    """The method spec of the relaxed ALBERT of ``rank`` from ``start``."""
+    if rank == 0:
+        return "albert[shared_init=average]" if start == "svd" else "albert"
+    return f"albert[rank={rank},{STARTS[start]}]"
 
 
 def plot(comparison: ShownComparison, ranks: list[int], starts: list[str], out: Path) -> None:
@@ -63,16 +75,44 @@ def plot(comparison: ShownComparison, ranks: list[int], starts: list[str], out: 
     fig.savefig(out)
 
 
+def probe(ranks: list[int], starts: list[str], threads: int) -> None:
+    import torch
+
+    from compress.data.load import load_task
+    from compress.methods.albert import build
+    from compress.students.albert import AlbertOptions
+    from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
+    from compress.training import evaluate
+
+    torch.set_num_threads(threads)
+    task = load_task("mr")
+    finetuned = finetune_teacher("minilm", task, FinetuneConfig())
+    test = tokenized_for(finetuned, task).dataloader("test", batch_size=128)
+    teacher = finetuned.load().model.eval()
+    width = teacher.config.hidden_size
+    print(f"teacher: test {evaluate(teacher, test, torch.device('cpu')).accuracy:.4f}")
+    for start in starts:
+        for rank in ranks:
+            options = AlbertOptions(embedding_size=width, rank=rank, **START_OPTIONS[start])
+            student = build(teacher, options).eval()
+            accuracy = evaluate(student, test, torch.device("cpu")).accuracy
+            print(f"{start} start, rank {rank:3d}, E = H, untrained: test {accuracy:.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, nargs="+", default=[0, 4, 8, 16, 32, 64])
-    parser.add_argument("--starts", nargs="+", choices=sorted(STARTS), default=["zero", "svd"])
+    parser.add_argument("--starts", nargs="+", choices=sorted(START_OPTIONS), default=["zero", "svd"])
     parser.add_argument("--others", nargs="*", default=["distilbert", "tinybert", "distilbert+prune"])
     parser.add_argument("--out", default="runs/albert-curve")
     parser.add_argument("--plot", default="docs/images/albert_curve.png")
     parser.add_argument("--plot-only", action="store_true", help="draw from the comparison.json in --out")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--probe", action="store_true", help="the untrained starts' test accuracy (trains nothing)")
     args = parser.parse_args()
+    if args.probe:
+        probe(args.ranks, args.starts, args.threads)
+        return
 
     methods = [relaxed(r, s) for s in args.starts for r in args.ranks] + args.others
     if args.plot_only:

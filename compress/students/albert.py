@@ -58,6 +58,11 @@ class AlbertOptions:
         "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
                 "layers; pooler and classifier still come from the teacher."})
 
+    def __post_init__(self) -> None:
+        # ``auto`` becomes what it means here, so a run's record names the start it really had.
+        if self.shared_init == "auto":
+            self.shared_init = "average" if self.rank else "last"
+
 
 def albert_config(
     teacher: EncoderConfig,
@@ -94,13 +99,6 @@ def check_relaxed(teacher: EncoderConfig, options: AlbertOptions) -> None:
     if options.rank > most:
         raise ValueError(f"rank {options.rank} is above min(out, in) = {most} of the smallest shared matrix, where a "
                          "delta can already be any matrix.")
-
-
-def shared_start(options: AlbertOptions) -> str:
-    """What ``--shared-init`` means for these options (``auto`` resolved)."""
-    if options.shared_init != "auto":
-        return options.shared_init
-    return "average" if options.rank else "last"
 
 
 def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[list[int]]:
@@ -151,8 +149,8 @@ def build_albert(teacher: Encoder, options: AlbertOptions) -> Encoder:
                 fit_embeddings(teacher, student, steps=options.fit_steps)
         else:
             copy_embeddings(teacher, student)
-        start = shared_start(options)
-        copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, start), "attention")
-        copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, start), "ffn")
+        copy_blocks(teacher, student, _source_layers(config, config.num_attention_blocks, options.shared_init),
+                    "attention")
+        copy_blocks(teacher, student, _source_layers(config, config.num_ffn_blocks, options.shared_init), "ffn")
     copy_head(teacher, student)
     return student
