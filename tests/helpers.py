@@ -46,6 +46,12 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     )
 
 
+def assert_refused_before_work(done: subprocess.CompletedProcess, expected: str, out: Path) -> None:
+    """A command refused in one line (``expected`` in it), exit 2, with nothing written at ``out``."""
+    assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not out.exists()
+
+
 def offline_hub_env(root: Path, offline: bool = True) -> dict[str, str]:
     """Environment for a fresh process that cannot download from the Hugging Face hub, whatever this machine
     reaches: an empty private cache (HF_HOME and the paths that would override it) and the hub's address on a

@@ -101,6 +101,13 @@ def check_relaxed(teacher: EncoderConfig, options: AlbertOptions) -> None:
                          "delta can already be any matrix.")
 
 
+def options_shape(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
+    """The student's shape from its options, checked in the options' words (ValueError); no file is read."""
+    check_relaxed(teacher, options)
+    return albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout,
+                         options.rank, options.own_norms and options.rank > 0)
+
+
 def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list[list[int]]:
     """The teacher layers that initialise each of ``blocks`` blocks (one per group when shared): one layer, or
     every layer of the group for ``average``."""
@@ -120,9 +127,7 @@ def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderCon
     if options.intermediate_epochs < 0:
         raise ValueError(f"intermediate_epochs must be 0 (no intermediate stage) or more, "
                          f"got {options.intermediate_epochs}.")
-    check_relaxed(teacher, options)
-    config = albert_config(teacher, options.embedding_size, options.sharing, options.groups, options.dropout,
-                           options.rank, options.own_norms and options.rank > 0)
+    config = options_shape(teacher, options)
     if options.init_from:
         check_init_from(options.init_from, config)
     return config

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
 from compress.registry import Preparation, StudentMethod, register
-from compress.students.albert import AlbertOptions, albert_config, build_albert, check_relaxed, student_config
+from compress.students.albert import AlbertOptions, albert_config, build_albert, options_shape, student_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
@@ -37,9 +37,7 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: AlbertOptions) 
     from compress.models.accounting import count_parameters
     from compress.reports.footprint import footprint, side_by_side
 
-    check_relaxed(tc, options)
-    sc = albert_config(tc, options.embedding_size, options.sharing, options.groups, options.dropout, options.rank,
-                       options.own_norms and options.rank > 0)
+    sc = options_shape(tc, options)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     v, e, h, layers = tc.vocab_size, sc.embedding_size, tc.hidden_size, tc.num_layers
     embedding = (f"factorized embedding: V*H = {v}*{h} = {v * h:,}  ->  V*E + E*H = {v}*{e} + {e}*{h} = "
