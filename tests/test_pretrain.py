@@ -99,6 +99,10 @@ def test_pretrain_trains_measures_caches_and_starts_an_albert_student(tiny):
     table5 = json.loads(_pretrain(tiny, "--objective", "all", "--json").stdout)   # the three, two from the cache
     assert [r["objective"] for r in table5] == ["sop", "nsp", "none"]
     assert table5[0]["cache_hit"] and table5[1]["cache_hit"] and len({r["directory"] for r in table5}) == 3
+    pair = json.loads(_pretrain(tiny, "--objective", "sop,nsp", "--json").stdout)   # the paper's 2 x 2, cached
+    assert [(r["objective"], r["cache_hit"]) for r in pair] == [("sop", True), ("nsp", True)]
+    assert "every encoder has E = 16, sharing all, 1 group(s)" in sop.stdout, sop.stdout
+    assert "this command took" in sop.stdout, sop.stdout
     # SOP learned sentence order: well above chance (1/2) on the held-out documents' pairs.
     assert table5[0]["pairs"]["held_out_sop"] >= 8
     assert table5[0]["held_out"]["sop_accuracy"] >= 0.75

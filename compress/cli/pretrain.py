@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -17,8 +18,9 @@ DD = DownstreamConfig()
 
 def pretrain(
     objective: str = typer.Option(D.objective, "--objective",
-                                  help="sop (ALBERT), nsp (BERT), none (masked LM alone), or all: the three in "
-                                       "turn, side by side."),
+                                  help="sop (ALBERT), nsp (BERT), none (masked LM alone), a comma-separated list "
+                                       "of them (sop,nsp: the paper's 2 x 2), or all: the three in turn, side by "
+                                       "side."),
     corpus: str = typer.Option(D.corpus, "--corpus", help="bbc-news, or a text file of documents separated by "
                                "blank lines."),
     teacher: str = typer.Option(D.teacher, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
@@ -48,7 +50,8 @@ def pretrain(
     from compress.pretrain.downstream import check_datasets, downstream
     from compress.pretrain.run import pretrain as run_pretrain
 
-    objectives = list(OBJECTIVES) if objective == "all" else [objective]
+    started = time.perf_counter()
+    objectives = list(OBJECTIVES) if objective == "all" else [o.strip() for o in objective.split(",")]
     configs = [PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
                               embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
                               max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
@@ -62,7 +65,7 @@ def pretrain(
     if as_json:
         printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows,
                     "downstream_without_pretraining": baseline} for r, rows in zip(results, tasks)]
-        print_json(printed if objective == "all" else printed[0])
+        print_json(printed if len(printed) > 1 else printed[0])
         return
     table = Table(title=f"pre-trained on {escape(corpus)}, measured on held-out documents (accuracy); ALBERT "
                   "paper's Table 5 (ALBERT-base, its corpus) beside", title_justify="left")
@@ -77,6 +80,8 @@ def pretrain(
     if baseline:
         table.add_row("not pre-trained", *["-"] * 6, *map(_test_cell, baseline))
     console.print(table)
+    console.print(f"every encoder has E = {embedding_size}, sharing {sharing}, {groups} group(s): "
+                  f"{results[0].record['params'] / 1e6:.1f}M parameters", soft_wrap=True)
     if later.datasets:
         console.print(f"downstream runs (compress run albert --init-from ENCODER, same shape; 'not pre-trained': "
                       f"the student built from the teacher, as compress run albert builds it): {escape(out)}",
@@ -84,7 +89,12 @@ def pretrain(
     for r in results:
         reused = "cached" if r.cache_hit else f"trained in {r.record['seconds']:.0f} s"
         console.print(f"{r.record['objective']}: {escape(str(r.encoder_dir))} ({reused})", soft_wrap=True)
+    console.print(f"this command took {_minutes(time.perf_counter() - started)} in all")
     console.print("start a student from one: compress run albert --init-from ENCODER")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
 
 
 def _test_cell(row: dict) -> str:
