@@ -185,19 +185,24 @@ def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
 
 
 def test_a_run_made_with_other_option_defaults_is_trained_again(compared):
-    # A run recorded when an option's default was another value (here ALBERT's augmentation, int8's backend)
-    # is not reused.
+    # A run recorded when an option's default was another value (here ALBERT's augmentation, int8's backend),
+    # or when its method's recipe was another (DistilBERT's epochs), is not reused.
     saved = compared["out"] / "runs" / "albert" / "config.json"
     config = json.loads(saved.read_text())
     config["options"]["augment_copies"] += 1
     saved.write_text(json.dumps(config))
+    distilled = compared["out"] / "runs" / "distilbert" / "config.json"
+    recipe = json.loads(distilled.read_text())["recipe"]
+    recipe["stages"][0]["epochs"] += 1
+    distilled.write_text(json.dumps(json.loads(distilled.read_text()) | {"recipe": recipe}))
     quantized = compared["out"] / "runs" / "int8" / "config.json"
     assert json.loads(quantized.read_text())["options"] == {"backend": "auto"}
     quantized.write_text(json.dumps(json.loads(quantized.read_text()) | {"options": {"backend": "torch"}}))
     done = run_cli(*compared["args"], "--methods", "albert,distilbert,int8", env=compared["env"])
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["reused"] == ["distilbert"]
+    assert json.loads(done.stdout)["reused"] == []
     assert json.loads(saved.read_text())["options"]["augment_copies"] == config["options"]["augment_copies"] - 1
+    assert json.loads(distilled.read_text())["recipe"]["stages"][0]["epochs"] == recipe["stages"][0]["epochs"] - 1
     assert json.loads(quantized.read_text())["options"] == {"backend": "auto"}
 
 

@@ -5,10 +5,10 @@ Recipes are dataclasses with a JSON round trip, so every run writes the exact re
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TypedDict
 
-from compress.distill.layer_maps import LayerMap, LayerMapData
+from compress.distill.layer_maps import LayerMap, LayerMapData, parse_layer_map
 from compress.distill.losses import LOSSES, get_loss
 
 
@@ -94,6 +94,13 @@ class Recipe:
 
     def to_dict(self) -> RecipeData:
         return RecipeData(**asdict(self))
+
+    def for_run(self, epochs: int | None, lr: float | None, layer_map: str | None) -> Recipe:
+        """The recipe a run follows: its ``--epochs``, ``--lr`` and ``--layer-map``, where given, over every
+        stage's own (ValueError on a bad layer map)."""
+        stages = [replace(s, epochs=s.epochs if epochs is None else epochs, lr=s.lr if lr is None else lr)
+                  for s in self.stages]
+        return replace(self, stages=stages, layer_map=parse_layer_map(layer_map) if layer_map else self.layer_map)
 
     @classmethod
     def from_dict(cls, data: RecipeData) -> Recipe:

@@ -156,9 +156,13 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     except (OSError, ValueError, KeyError, CompressError):
         return None
     same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
+    method = get_method(config.method)
     if "options" in full:  # every option as the run resolved it: a default changed since then means run again
-        resolved = asdict(get_method(config.method).make_options(config.options))
-        same = same and full["options"] == json.loads(json.dumps(resolved, default=str))
+        options = method.make_options(config.options)
+        same = same and full["options"] == json.loads(json.dumps(asdict(options), default=str))
+        if "recipe" in full and isinstance(method, StudentMethod):  # and so does a recipe's (its epochs, its lr)
+            followed = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
+            same = same and full["recipe"] == json.loads(json.dumps(followed.to_dict()))
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
     return record if same and record.dataset.fingerprint == split_fingerprint else None

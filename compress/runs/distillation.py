@@ -7,11 +7,11 @@ losses of every step and the dev metrics of every epoch) and the recipe to confi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from compress.device import resolve_device
-from compress.distill.layer_maps import parse_layer_map, teacher_layers
+from compress.distill.layer_maps import teacher_layers
 from compress.distill.recipe import Recipe
 from compress.distill.stage import distil_stage
 from compress.distributed import world
@@ -25,13 +25,6 @@ from compress.runs.writer import train_settings, write_run
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import resolve_teacher_dir, teacher_config
 from compress.training import check_precision, evaluate, seed_everything, slow_bf16_warning
-
-
-def _recipe(config: RunConfig, method_recipe: Recipe) -> Recipe:
-    stages = [replace(s, epochs=s.epochs if config.epochs is None else config.epochs,
-                      lr=s.lr if config.lr is None else config.lr) for s in method_recipe.stages]
-    layer_map = parse_layer_map(config.layer_map) if config.layer_map else method_recipe.layer_map
-    return replace(method_recipe, stages=stages, layer_map=layer_map)
 
 
 def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
@@ -50,7 +43,7 @@ def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: st
     except ValueError as e:
         raise CompressError(f"invalid {method.name} student: {e}") from None
     try:
-        recipe = _recipe(config, method.recipe(options))
+        recipe = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
