@@ -36,7 +36,8 @@ class AlbertOptions:
                 "[CLS]; repeated, a middle layer washes the input out), the average with --rank (measured on MR)."})
     rank: int = field(default=0, metadata={
         "help": "relaxed sharing: every layer adds its own rank-r delta to each shared matrix, r (in + out) "
-                "parameters per matrix per layer (0: strict sharing, the paper's ALBERT)."})
+                "parameters per matrix per layer (0: strict sharing, the paper's ALBERT); a relaxed student trains "
+                "5 epochs instead of 3 (--epochs sets both)."})
     delta_init: str = field(default="svd", metadata={
         "help": "how the deltas start: svd (the rank-r truncated SVD of each teacher layer's difference from the "
                 "shared block) or zero (as LoRA starts them: the student begins as the strictly shared one)."})
