@@ -15,7 +15,7 @@ from compress.quantize.torch_backend import half_available
 from compress.registry import all_methods, names
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS
 from compress.reports.records import Comparison
-from compress.runs.compare import PRUNING_PIPELINE, RELAXED_ALBERT, default_methods, plan_runs, run_dir_of
+from compress.runs.compare import PRUNING_PIPELINE, default_methods, plan_runs, run_dir_of
 
 # Every run of the default set: its methods and pipelines with each intermediate step (distilbert+prune).
 DEFAULT_RUNS = [run.name for run in plan_runs(default_methods())]
@@ -51,7 +51,7 @@ def test_comparison_has_every_method_with_every_field(compared):
     assert data == compared["first"]
     assert Comparison.from_dict(data).to_dict() == data   # the typed record round-trips through JSON
     assert [m["method"] for m in data["methods"]] == DEFAULT_RUNS
-    assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune", RELAXED_ALBERT} <= set(DEFAULT_RUNS)
+    assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune"} <= set(DEFAULT_RUNS)
     teacher = data["teacher"]
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:

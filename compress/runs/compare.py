@@ -71,20 +71,16 @@ from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_to
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 11, for the measurement that chose it).
 PRUNING_PIPELINE = "distilbert+prune+int8"
-# The relaxed ALBERT with the fewest parameters that kept >= 97% of the teacher's accuracy on MR across seeds 13-15
-# (docs/tutorial.md, section 5): what sharing is for, beside the paper's strictly shared shape.
-RELAXED_ALBERT = "albert[rank=48]"
 
 
 def default_methods() -> list[str]:
     """Every method that runs by default on this machine (each method says: fp16 and bf16 only where the
     CPU computes in them), then each of those students followed by each transform that asks to follow
-    students (``distilbert+int8``): the pipelines a user tries first; then the best pipeline with pruning and the
-    relaxed ALBERT with the fewest parameters at 97%."""
+    students (``distilbert+int8``): the pipelines a user tries first; then the best pipeline with pruning."""
     methods = [m for m in all_methods() if m.in_compare()]
     pipelines = [f"{s.name}+{t.name}" for s in methods if s.kind == "student"
                  for t in methods if isinstance(t, Transform) and t.follows_students]
-    return [m.name for m in methods] + pipelines + [PRUNING_PIPELINE, RELAXED_ALBERT]
+    return [m.name for m in methods] + pipelines + [PRUNING_PIPELINE]
 
 
 @dataclass
