@@ -145,6 +145,11 @@ def _config_key(run: dict[str, Any]) -> str:
     return json.dumps(result_settings(run), sort_keys=True, default=str)
 
 
+def _as_recorded(value: Any) -> Any:
+    """``value`` as config.json holds it after the JSON round trip (paths and other objects as strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
 def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
                   parent_chain: list[ChainStep] | None = None) -> RunRecord | None:
     """The record of a complete run in ``directory`` made with ``config`` on the same data split (and,
@@ -155,14 +160,14 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
         record = read_run_record(directory)
     except (OSError, ValueError, KeyError, CompressError):
         return None
-    same = _config_key(recorded) == _config_key(json.loads(json.dumps(asdict(config), default=str)))
+    same = _config_key(recorded) == _config_key(_as_recorded(asdict(config)))
     method = get_method(config.method)
     if "options" in full:  # every option as the run resolved it: a default changed since then means run again
         options = method.make_options(config.options)
-        same = same and full["options"] == json.loads(json.dumps(asdict(options), default=str))
+        same = same and full["options"] == _as_recorded(asdict(options))
         if "recipe" in full and isinstance(method, StudentMethod):  # and so does a recipe's (its epochs, its lr)
             followed = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
-            same = same and full["recipe"] == json.loads(json.dumps(followed.to_dict()))
+            same = same and full["recipe"] == _as_recorded(followed.to_dict())
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
     return record if same and record.dataset.fingerprint == split_fingerprint else None
