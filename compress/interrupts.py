@@ -4,11 +4,19 @@ Python turns SIGINT into ``KeyboardInterrupt``, which typer catches and turns in
 SIGTERM it does not catch at all, and the process dies where it stands. :func:`install` makes both
 raise :class:`Interrupted` instead: every ``with atomic_dir(...)`` on the way up removes its temporary
 directory, and the CLI ends with one line and the shell's exit code (128 + the signal number).
+
+A handler runs wherever the main thread happens to be, and where an exception cannot propagate (a weakref
+callback, a ``__del__``) Python prints "Exception ignored in ..." and goes on. The signal would be lost, with
+further ones already ignored, and the run would carry on to its end (seen once in CI: SIGTERM inside the
+import system's module-lock callback). :func:`install` also catches that case and sends the signal again.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
+import threading
+from typing import Any
 
 
 class Interrupted(BaseException):
@@ -33,7 +41,30 @@ def _raise(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal mod
     raise Interrupted(signum)
 
 
+def _send_again_if_swallowed(unraisable: Any) -> None:
+    """``sys.unraisablehook``: an :class:`Interrupted` that Python swallowed is raised again, by the same
+    signal sent to the main thread from a short-lived thread, so the handler runs once this frame is left
+    (sending it from here would raise inside this hook, where it would be swallowed too). Anything else
+    goes to the hook that was there before."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, Interrupted):
+        _previous_hook(unraisable)
+        return
+    signal.signal(exc.signum, _raise)
+    resend = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, exc.signum))
+    resend.daemon = True
+    resend.start()
+
+
+_previous_hook = sys.unraisablehook
+
+
 def install() -> None:
-    """Raise :class:`Interrupted` on SIGINT and SIGTERM (in the main thread, where Python runs handlers)."""
+    """Raise :class:`Interrupted` on SIGINT and SIGTERM (in the main thread, where Python runs handlers),
+    also when the first one lands where Python swallows exceptions."""
+    global _previous_hook
+    if sys.unraisablehook is not _send_again_if_swallowed:
+        _previous_hook = sys.unraisablehook
+        sys.unraisablehook = _send_again_if_swallowed
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise)

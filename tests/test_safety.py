@@ -251,6 +251,35 @@ def test_a_signal_exits_with_its_code_one_line_and_no_temporary_directory(tiny, 
     assert _leftovers(out.parent, out.name) == []
 
 
+_SWALLOWED = """
+import signal, sys, time
+from compress import interrupts
+interrupts.install()
+
+class SignalledOnDelete:
+    def __del__(self):  # the handler runs in here, where Python swallows what it raises
+        signal.raise_signal(int(sys.argv[1]))
+
+try:
+    SignalledOnDelete()
+    for _ in range(250):
+        time.sleep(0.02)
+    print("ran on")
+except interrupts.Interrupted as e:
+    print("interrupted", e.exit_code)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_that_python_swallows_is_raised_again(signum, code):
+    # CI once sent SIGTERM while the import system ran a weakref callback: Python printed "Exception ignored"
+    # and the run trained on. A __del__ swallows the same way, and deterministically.
+    done = subprocess.run([sys.executable, "-c", _SWALLOWED, str(int(signum))], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert done.stdout.strip() == f"interrupted {code}"
+    assert "Exception ignored" not in done.stderr
+
+
 def test_a_killed_run_leaves_a_temporary_directory_that_the_next_run_removes(tiny_env, cli):
     tiny = tiny_env
     out = tiny["root"] / "killed"
