@@ -150,6 +150,8 @@ def test_pretrain_bad_input_is_one_line(tiny):
         (("--corpus", str(root / "single.txt")), "no segment pair"),
         (("--objective", "mlm+"), "sop, nsp, none"),
         (("--corpus", str(root / "missing.txt")), "neither a known corpus"),
+        (("--sentences-per-segment", "0"), "--sentences-per-segment must be a positive integer"),
+        (("--corpus", str(tiny["corpus"]), "--sentences-per-segment", "3"), "no document of 6 or more sentences"),
     ]:
         done = run_cli("pretrain", "--teacher", str(tiny["teacher"]), "--embedding-size", "16", *args, env=tiny["env"])
         assert done.returncode == 2, (args, done.stderr)

@@ -31,6 +31,10 @@ def pretrain(
     sharing: str = typer.Option(D.sharing, "--sharing", help="Blocks shared across layers: all, attention, ffn, none."),
     groups: int = typer.Option(D.groups, "--groups", help="Number of layer groups, sharing inside each."),
     max_pairs: int = typer.Option(D.max_pairs, "--max-pairs", help="Training segment pairs, at most."),
+    sentences_per_segment: int = typer.Option(D.sentences_per_segment, "--sentences-per-segment",
+                                              help="Consecutive sentences in each segment of a pair (longer "
+                                                   "segments hold more cues to their order; raise --max-length "
+                                                   "with it)."),
     max_length: int = typer.Option(D.max_length, "--max-length", help="Tokens per pair, at most."),
     epochs: int = typer.Option(D.epochs, "--epochs", help="Passes over the pairs."),
     batch_size: int = typer.Option(D.batch_size, "--batch-size", help="Training batch size."),
@@ -54,7 +58,8 @@ def pretrain(
     objectives = list(OBJECTIVES) if objective == "all" else [o.strip() for o in objective.split(",")]
     configs = [PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
                               embedding_size=embedding_size, sharing=sharing, groups=groups, max_pairs=max_pairs,
-                              max_length=max_length, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+                              sentences_per_segment=sentences_per_segment, max_length=max_length, epochs=epochs,
+                              batch_size=batch_size, lr=lr, seed=seed)
                for name in objectives]
     later = DownstreamConfig(datasets=tuple(d.strip() for d in downstream_datasets.split(",") if d.strip()),
                              out=out, epochs=downstream_epochs, device=device)
