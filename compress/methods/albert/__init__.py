@@ -8,7 +8,6 @@ Engines: the shape and initialisation in :mod:`compress.students.albert`, the re
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from compress.models.config import EncoderConfig
@@ -139,10 +138,9 @@ RELAXED_EPOCHS = 5
 def recipe(options: AlbertOptions) -> Recipe:
     from compress.distill.recipes import albert_recipe
 
-    recipe = albert_recipe(hidden_loss=options.hidden_loss, intermediate_epochs=options.intermediate_epochs)
-    if options.rank:   # only the logit stage trains longer; an intermediate stage keeps its own epochs
-        recipe.stages[-1] = replace(recipe.stages[-1], epochs=RELAXED_EPOCHS)
-    return recipe
+    # albert_recipe's epochs are its logit stage's: an intermediate stage keeps its own.
+    longer = {"epochs": RELAXED_EPOCHS} if options.rank else {}
+    return albert_recipe(hidden_loss=options.hidden_loss, intermediate_epochs=options.intermediate_epochs, **longer)
 
 
 METHOD = register(StudentMethod(
