@@ -51,7 +51,8 @@ def pretrain(
 ) -> None:
     """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
     held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
-    from compress.pretrain.downstream import check_datasets, downstream
+    from compress.pretrain.downstream import check_downstream, downstream, split_fingerprints
+    from compress.pretrain.run import check_pretrain
     from compress.pretrain.run import pretrain as run_pretrain
 
     started = time.perf_counter()
@@ -63,7 +64,10 @@ def pretrain(
                for name in objectives]
     later = DownstreamConfig(datasets=tuple(d.strip() for d in downstream_datasets.split(",") if d.strip()),
                              out=out, epochs=downstream_epochs, device=device)
-    splits = check_datasets(later)  # a dataset that cannot be read fails before any pre-training
+    for config in configs:  # the check phase: every refusal before anything is fetched or trained
+        check_pretrain(config, device)
+    check_downstream(configs[0], later)
+    splits = split_fingerprints(later)  # a dataset that cannot be read fails before any pre-training
     results = [run_pretrain(config, device=device, show_progress=not as_json) for config in configs]
     tasks = [downstream(config, r, later, splits, show_progress=not as_json) for config, r in zip(configs, results)]
     baseline = downstream(configs[0], None, later, splits, show_progress=not as_json) if later.datasets else []

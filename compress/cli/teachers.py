@@ -95,16 +95,20 @@ def finetune(
     """Fine-tune a teacher on a task (or reuse the cached result) and report dev and test scores."""
     from dataclasses import replace
 
-    from compress.data.load import load_task
+    from compress.data.load import check_dataset, load_task
+    from compress.device import resolve_device
     from compress.teachers.finetune import finetune_teacher
 
-    task = load_task(dataset, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
     base = FinetuneConfig()
     try:
         train = replace(base.train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, layer_decay=layer_decay)
     except ValueError as e:
         raise CompressError(f"teacher fine-tuning: {e}") from None
     config = FinetuneConfig(train=train, max_length=max_length)
+    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    check_dataset(dataset, **columns)  # every refusal before anything is fetched
+    resolve_device(device)
+    task = load_task(dataset, **columns)
     result = finetune_teacher(teacher, task, config, device=device, force=force, show_progress=not as_json)
     record = result.record
     if as_json:

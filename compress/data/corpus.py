@@ -104,16 +104,20 @@ def _is_abbreviation(before: str) -> bool:
     return len(bare) == 1 or bare in ABBREVIATIONS or "." in word
 
 
+def check_corpus(name: str) -> None:
+    """Refuse, without fetching anything, a corpus that is neither a known name nor a file."""
+    if name not in CORPORA and not Path(name).is_file():
+        raise CompressError(f"unknown corpus '{name}': neither a known corpus ({', '.join(CORPORA)}) nor a "
+                            "text file of documents separated by blank lines.")
+
+
 def load_corpus(name: str = "bbc-news") -> list[Document]:
     """The documents of a raw-text corpus, sentences split: a named corpus (only ``bbc-news`` so far; its
     archive is fetched and verified like the named dataset of the same name) or a UTF-8 text file of
     documents separated by blank lines."""
+    check_corpus(name)
     if name not in CORPORA:
-        path = Path(name)
-        if not path.is_file():
-            raise CompressError(f"unknown corpus '{name}': neither a known corpus ({', '.join(CORPORA)}) nor a "
-                                "text file of documents separated by blank lines.")
-        return _file_documents(path)
+        return _file_documents(Path(name))
     articles = bbc.read_articles(get_named(name).files_dir())
     return [Document(id=a.id, title=a.title, sentences=tuple(split_sentences(a.body))) for a in articles]
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from compress.data.hub import PREFIX as HUB_PREFIX
-from compress.data.hub import load_hub
+from compress.data.hub import load_hub, parse_hub_spec
 from compress.data.local import FORMATS, load_local
 from compress.data.named import DEFAULT_DATASET, NAMED_DATASETS, get_named, load_named
 from compress.data.task import TaskData
@@ -50,24 +50,59 @@ def load_task(
     return kept
 
 
-def _load(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
-          label_column: str | None) -> TaskData:
+def check_dataset(
+    name_or_path: str | Path = DEFAULT_DATASET,
+    *,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    label_column: str | None = None,
+    dedupe: bool = False,
+) -> None:
+    """Every refusal :func:`load_task` would make that needs no fetch: an unknown name, a missing or malformed
+    file, columns given to a named dataset, a malformed hub id. A local file is read here (its columns, labels
+    and splits checked); a named or hub dataset is not fetched.
+
+    Raises:
+        CompressError: as :func:`load_task` would, in one sentence.
+    """
+    kind = _kind(name_or_path, text_column, text_pair_column, label_column)
+    if kind == "hub":
+        parse_hub_spec(str(name_or_path))
+    elif kind == "local":
+        load_task(name_or_path, text_column=text_column, text_pair_column=text_pair_column,
+                  label_column=label_column, dedupe=dedupe)
+
+
+def _kind(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
+          label_column: str | None) -> str:
+    """What ``name_or_path`` names: ``hub``, ``named`` or ``local``; an unknown name, or columns given to a
+    named dataset, fail here."""
     spec = str(name_or_path)
-    columns = {"--text-column": text_column, "--text-pair-column": text_pair_column, "--label-column": label_column}
     if spec.startswith(HUB_PREFIX):
-        return load_hub(spec, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+        return "hub"
     if spec in NAMED_DATASETS and not (isinstance(name_or_path, Path) and Path(spec).exists()):
-        given = [option for option, value in columns.items() if value is not None]
-        if given:
+        columns = {"--text-column": text_column, "--text-pair-column": text_pair_column,
+                   "--label-column": label_column}
+        if given := [option for option, value in columns.items() if value is not None]:
             raise CompressError(
                 f"{' and '.join(given)} apply to files and hub datasets, not to the named dataset '{spec}'; drop them."
             )
-        return load_named(spec)
-    path = Path(spec).expanduser()
-    if path.exists() or isinstance(name_or_path, Path) or _looks_like_path(spec):
-        return load_local(path, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+        return "named"
+    if Path(spec).expanduser().exists() or isinstance(name_or_path, Path) or _looks_like_path(spec):
+        return "local"
     get_named(spec)  # raises: unknown name, listing the known ones
     raise AssertionError("unreachable")
+
+
+def _load(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
+          label_column: str | None) -> TaskData:
+    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    kind = _kind(name_or_path, **columns)
+    if kind == "hub":
+        return load_hub(str(name_or_path), **columns)
+    if kind == "named":
+        return load_named(str(name_or_path))
+    return load_local(Path(str(name_or_path)).expanduser(), **columns)
 
 
 def _report_overlap(task: TaskData, dedupe: bool) -> None:

@@ -16,7 +16,7 @@ from compress.pretrain.config import DownstreamConfig, PretrainConfig
 from compress.pretrain.run import PretrainResult
 from compress.runs.compare import completed_run
 from compress.runs.config import RunConfig, run_task
-from compress.runs.pipeline import run
+from compress.runs.pipeline import check_steps, plan, run
 
 NOT_PRETRAINED = "no-pretraining"
 
@@ -48,7 +48,7 @@ def downstream_config(pretrained: PretrainConfig, result: PretrainResult | None,
 def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config: DownstreamConfig,
                splits: dict[str, str], show_progress: bool = True) -> list[DownstreamRow]:
     """Train (or reuse) the student ``result`` starts (None: the one built from the teacher) on each dataset;
-    its and the teacher's test accuracy. ``splits``: each dataset's split fingerprint (:func:`check_datasets`)."""
+    its and the teacher's test accuracy. ``splits``: each dataset's split fingerprint (:func:`split_fingerprints`)."""
     rows: list[DownstreamRow] = []
     for dataset in config.datasets:
         run_config = downstream_config(pretrained, result, dataset, config)
@@ -63,7 +63,14 @@ def downstream(pretrained: PretrainConfig, result: PretrainResult | None, config
     return rows
 
 
-def check_datasets(config: DownstreamConfig) -> dict[str, str]:
-    """Each downstream dataset's split fingerprint, read once; fails in one line (CompressError) when one cannot
-    be read, before any work."""
+def check_downstream(pretrained: PretrainConfig, config: DownstreamConfig) -> None:
+    """The check phase of every downstream run (its dataset, options and --out), before any pre-training or
+    fetch; the encoder a run starts from is checked when it exists."""
+    for dataset in config.datasets:
+        run_config = downstream_config(pretrained, None, dataset, config)
+        check_steps(plan(run_config), run_config)
+
+
+def split_fingerprints(config: DownstreamConfig) -> dict[str, str]:
+    """Each downstream dataset's split fingerprint (the dataset is fetched and read once)."""
     return {dataset: run_task(RunConfig(method="albert", dataset=dataset)).fingerprint for dataset in config.datasets}

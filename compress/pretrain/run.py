@@ -29,7 +29,7 @@ from torch import nn
 
 from compress.cache import cached
 from compress.data.batching import collator_for, make_dataloader, tokenize_dataset
-from compress.data.corpus import Document, load_corpus, make_nsp_pairs, make_sop_pairs
+from compress.data.corpus import Document, check_corpus, load_corpus, make_nsp_pairs, make_sop_pairs
 from compress.data.quiet import quiet_datasets
 from compress.device import resolve_device
 from compress.errors import CompressError
@@ -41,7 +41,7 @@ from compress.pretrain.masking import IGNORE, MaskingSpec, mask_tokens
 from compress.pretrain.model import PretrainingModel
 from compress.resume import Resume
 from compress.students.albert import AlbertOptions, albert_config, build_albert
-from compress.teachers.registry import load_teacher, load_tokenizer, resolve_teacher_dir
+from compress.teachers.registry import load_teacher, load_tokenizer, resolve_teacher_dir, teacher_config
 from compress.training import Batch, TrainConfig, seed_everything, to_device, train_stage, with_progress
 
 RECORD = "record.json"
@@ -82,8 +82,20 @@ def _corpus_id(corpus: str) -> str:
     return f"file:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.is_file() else corpus
 
 
+def check_pretrain(config: PretrainConfig, device: str = "auto") -> None:
+    """Every refusal of a pre-training that needs no corpus, weights or training: the ALBERT shape against the
+    teacher's, the corpus's name, the device."""
+    try:
+        albert_config(teacher_config(config.teacher), config.embedding_size, config.sharing, config.groups)
+    except ValueError as e:
+        raise CompressError(f"invalid ALBERT shape: {e}") from None
+    check_corpus(config.corpus)
+    resolve_device(device)
+
+
 def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: bool = True) -> PretrainResult:
     """The pre-trained encoder of ``config`` (trained, or found in the cache); bad input fails before training."""
+    check_pretrain(config, device)
     teacher_dir = resolve_teacher_dir(config.teacher)
     documents = load_corpus(config.corpus)
     train_docs, held_docs = _split_documents(documents, config)

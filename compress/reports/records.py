@@ -308,6 +308,7 @@ class Comparison:
     teacher: ComparedTeacher
     methods: list[ComparedModel]
     reused: list[str]                     # the runs found complete and not run again
+    command: str | None = None            # the command line that made it (None: called from Python, or older)
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

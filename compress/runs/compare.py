@@ -38,7 +38,7 @@ from compress.bench.machine import manifest
 from compress.bench.measurement import Speed
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import default_threads
-from compress.data.load import load_task
+from compress.data.load import check_dataset, load_task
 from compress.errors import CompressError
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
@@ -62,6 +62,7 @@ from compress.reports.records import (
 )
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
+from compress.runs.distillation import check_student
 from compress.runs.executors import Executor, run_all
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
@@ -99,6 +100,7 @@ class CompareConfig:
     repeats: int = 30
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
+    command: str | None = None          # the command line, recorded in comparison.json (the CLI sets it)
 
 
 @dataclass(frozen=True)
@@ -239,11 +241,8 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     planned = plan_runs(config.methods)
     by_name = {step.name: step for step in planned}
     for step in planned:  # every step's own checks fail before any training (the teacher's fine-tuning included)
-        if isinstance(step.method, StudentMethod):  # its shape and its --init-from checkpoint
-            try:
-                step.method.student_config(teacher_config(config.teacher), step.method.options(**step.options))
-            except ValueError as e:
-                raise CompressError(f"invalid {step.method.name} student: {e}") from None
+        if isinstance(step.method, StudentMethod):  # its shape, its recipe and its --init-from checkpoint
+            check_student(_run_config(config, step, "teacher"), step.method)
         if isinstance(step.method, Transform):  # a backend this CPU lacks
             check_transform(_run_config(config, step, "teacher"), step.method, step.method.options(**step.options))
             parent = by_name.get(step.parent or "")
@@ -255,9 +254,10 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     positions = teacher_config(config.teacher).max_positions
     if config.seq_len is not None and not 2 <= config.seq_len <= positions:
         raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
-    task = load_task(config.dataset, dedupe=config.dedupe)
-    out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(task.name).stem}")
+    check_dataset(config.dataset, dedupe=config.dedupe)
+    out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     check_out(out, planned)
+    task = load_task(config.dataset, dedupe=config.dedupe)
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
         check_out(out, planned)  # again: another process may have written there meanwhile
@@ -304,6 +304,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, 
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed)),
         methods=[_compared(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned],
         reused=reused,
+        command=config.command,
     )
     write_comparison(comparison.to_dict(), out)
     return out, comparison

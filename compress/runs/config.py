@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compress.data.load import load_task
+from compress.data.load import check_dataset, load_task
 from compress.data.task import TaskData
 from compress.distributed import world
 from compress.errors import CompressError
@@ -165,3 +165,9 @@ def run_task(config: RunConfig) -> TaskData:
     """The task a run reads: its dataset with its column choices."""
     return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
                      label_column=config.label_column, dedupe=config.dedupe)
+
+
+def check_task(config: RunConfig) -> None:
+    """Refuse a dataset :func:`run_task` could not load, without fetching it (a local file is read)."""
+    check_dataset(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
+                  label_column=config.label_column, dedupe=config.dedupe)

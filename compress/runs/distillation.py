@@ -27,19 +27,14 @@ from compress.teachers.registry import resolve_teacher_dir, teacher_config
 from compress.training import check_precision, evaluate, seed_everything, slow_bf16_warning
 
 
-def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
-    """Train the student of one student method; every check that can fail on bad input happens before
-    any training. ``pipeline``, when this run is a pipeline's first step, is recorded in config.json."""
-    w = world(config.device)
-    method = get_method(config.method)
-    if method.kind != "student":
-        raise CompressError(f"{method.name} trains no student; run it with compress.runs.pipeline.run.")
+def check_student(config: RunConfig, method: StudentMethod) -> Recipe:
+    """Every check of a student method's run that needs no data, no teacher weights and no device work (its
+    options, the student's shape, the recipe and layer map, the precision): a pipeline and a comparison run it
+    before anything is fetched. Gives the recipe the run follows."""
     options = method.make_options(config.options)
     teacher_shape = teacher_config(config.teacher)
-    resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
-    task = run_task(config)
     try:
-        student_shape = method.student_config(teacher_shape.replace(num_labels=task.num_labels), options)
+        student_shape = method.student_config(teacher_shape, options)
     except ValueError as e:
         raise CompressError(f"invalid {method.name} student: {e}") from None
     try:
@@ -47,8 +42,23 @@ def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: st
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
+    check_precision(config.precision, resolve_device(config.device))
+    return recipe
+
+
+def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
+    """Train the student of one student method; every check that can fail on bad input happens before
+    any training. ``pipeline``, when this run is a pipeline's first step, is recorded in config.json."""
+    w = world(config.device)
+    method = get_method(config.method)
+    if method.kind != "student":
+        raise CompressError(f"{method.name} trains no student; run it with compress.runs.pipeline.run.")
+    recipe = check_student(config, method)
+    options = method.make_options(config.options)
+    resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
+    task = run_task(config)
+    student_shape = method.student_config(teacher_config(config.teacher).replace(num_labels=task.num_labels), options)
     device = resolve_device(config.device)
-    check_precision(config.precision, device)
     if w.is_main and (slow := slow_bf16_warning(config.precision, device)):
         notice(slow)
     with claimed(out_dir(config, task.name), config.overwrite) as out:

@@ -16,8 +16,8 @@ from compress.distributed import launched
 from compress.errors import CompressError
 from compress.registry import Method, StudentMethod, Transform, all_methods, families, flag_for, option_fields
 from compress.registry.pipeline import Step, check, parse
-from compress.runs.config import RunConfig, RunResult, claimed
-from compress.runs.distillation import distillation_run
+from compress.runs.config import RunConfig, RunResult, check_out, check_task, claimed
+from compress.runs.distillation import check_student, distillation_run
 from compress.runs.writer import check_transform, transform_run
 from compress.teachers.registry import teacher_config
 
@@ -105,6 +105,20 @@ def check_student_inputs(chain: list[tuple[Method, Any]], teacher: str) -> None:
             method.check_input(options, shape)
 
 
+def check_steps(steps: list[PlannedStep], config: RunConfig) -> None:
+    """The check phase of a run or pipeline: every step's options and shapes, the order of the steps, the data
+    and the --out directory, each refused in one sentence before anything is fetched, trained or written."""
+    for step in steps:
+        if isinstance(step.method, Transform):
+            check_transform(step.config, step.method, step.options)  # fail before training, not after
+        else:
+            check_student(step.config, step.method)
+    check_student_inputs([(step.method, step.options) for step in steps], config.teacher)
+    check_task(config)
+    if config.out:
+        check_out(Path(config.out), config.overwrite)
+
+
 def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     """Carry out one run, or every step of a pipeline: each step writes its own run directory (the
     later ones named after the one before, plus their method: OUT, OUT-int8) recording its parent.
@@ -114,10 +128,7 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
     if launched() and (len(steps) > 1 or steps[0].method.kind != "student"):
         raise CompressError("data-parallel runs train one student method (albert, distilbert, tinybert); run "
                             "transforms and later pipeline steps in one process, with --target RUN_DIR.")
-    for step in steps:
-        if isinstance(step.method, Transform):
-            check_transform(step.config, step.method, step.options)  # fail before training, not after
-    check_student_inputs([(step.method, step.options) for step in steps], config.teacher)
+    check_steps(steps, config)
     with ExitStack() as stack:
         if config.out:  # every step's directory is claimed before the first step trains
             name = config.out
