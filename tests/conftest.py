@@ -1,0 +1,79 @@
+"""The suite owns its caches: one new, empty cache root for the whole run, and a check that the user's stayed as
+they were.
+
+This module runs before any test module imports compress, transformers or pip: it points every cache those
+read (compress's, Hugging Face's, pip's, matplotlib's, the XDG root) at directories under one temporary root,
+so a test passes the same on a machine that has fetched and fine-tuned nothing. pytest-xdist's workers inherit
+the environment of the process that starts them, so they share the root (the cache's locks make two workers
+that need the same entry build it once). Tests that need a cache of their own still point COMPRESS_CACHE at
+their ``tmp_path``. When the run ends, the process that made the root removes it, and the run fails if any of
+the user's cache directories changed while it ran.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_ROOT = "COMPRESS_TESTS_CACHE_ROOT"  # set once by the first process; xdist workers find it and reuse the root
+
+
+def user_caches() -> dict[str, Path]:
+    """The cache directories this environment would give compress, Hugging Face and pip (read before
+    the suite replaces them)."""
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    hf = Path(os.environ.get("HF_HOME") or xdg / "huggingface").expanduser()
+    return {"compress": Path(os.environ.get("COMPRESS_CACHE") or Path.home() / ".cache" / "compress").expanduser(),
+            "Hugging Face": hf,
+            "Hugging Face hub": Path(os.environ.get("HF_HUB_CACHE") or hf / "hub").expanduser(),
+            "pip": Path(os.environ.get("PIP_CACHE_DIR") or xdg / "pip").expanduser()}
+
+
+def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under ``directory`` (not following links): relative path -> (size, modification time)."""
+    entries = {}
+    for top, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(top) / name
+            try:
+                st = path.lstat()
+            except FileNotFoundError:  # removed while we walked: the next snapshot will not list it
+                continue
+            entries[str(path.relative_to(directory))] = (st.st_size, st.st_mtime_ns)
+    return entries
+
+
+def _suite_environment(root: Path) -> dict[str, str]:
+    return {"COMPRESS_CACHE": str(root / "compress"), "XDG_CACHE_HOME": str(root / "xdg"),
+            "HF_HOME": str(root / "huggingface"), "HF_HUB_CACHE": str(root / "huggingface" / "hub"),
+            "HF_DATASETS_CACHE": str(root / "huggingface" / "datasets"), "PIP_CACHE_DIR": str(root / "pip"),
+            "MPLCONFIGDIR": str(root / "matplotlib"), "TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor")}
+
+
+_made_here = _ROOT not in os.environ
+_watched: dict[str, tuple[Path, dict[str, tuple[int, int]]]] = {}
+if _made_here:
+    _watched = {what: (path, snapshot(path)) for what, path in user_caches().items()}
+    os.environ[_ROOT] = tempfile.mkdtemp(prefix="compress-tests-")
+os.environ.update(_suite_environment(Path(os.environ[_ROOT])))
+
+
+def changed_caches() -> list[str]:
+    """The user's cache directories whose content differs from the snapshot taken when the suite started."""
+    return [f"{what} ({path})" for what, (path, before) in _watched.items() if snapshot(path) != before]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _made_here:
+        return
+    shutil.rmtree(os.environ[_ROOT], ignore_errors=True)
+    if changed := changed_caches():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"the test suite changed the user's cache: {', '.join(changed)}; a test reached past its own caches."
+        if reporter is not None:
+            reporter.write_line(f"FAILED {message}", red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
