@@ -51,6 +51,7 @@ def build_app() -> typer.Typer:
     app.command("compare")(compare_cli.compare)
     app.command("pretrain")(pretrain_cli.pretrain)
     app.command("report")(compare_cli.report)
+    app.command("results")(compare_cli.results)
     return app
 
 

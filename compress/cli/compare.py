@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +57,8 @@ def compare(
                            batch_size=batch_size, seed=seed, threads=threads, seq_len=seq_len, repeats=repeats,
                            device=device,
                            executor=Executor(executor, address, cpus_per_run, gpus_per_run),
-                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size))
+                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
+                           command=shlex.join(["compress", *sys.argv[1:]]))
     if methods is not None:
         config.methods = split_list(methods)
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
@@ -103,3 +106,21 @@ def report(directory: Path = typer.Argument(..., help="A comparison directory (h
 
     for path in render_directory(directory):
         console.print(f"wrote {escape(str(path))}")
+
+
+def results(
+    directory: Path = typer.Argument(Path("docs/results"), help="A folder of comparison .json files."),
+    out: Path = typer.Option(Path("docs/results.md"), "--out", help="The page to write."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the page is not what the files "
+                                                      "give."),
+) -> None:
+    """Render every comparison in DIRECTORY as one results page (docs/results.md), each table with the command, CPU
+    and date that made it."""
+    from compress.reports.results_page import write_results
+
+    current = write_results(directory, out, check=check)
+    if check and not current:
+        err_console.print(f"{escape(str(out))} is not what {escape(str(directory))} gives; run `compress results` "
+                          "to write it again.")
+        raise typer.Exit(1)
+    console.print(f"{escape(str(out))} {'is current' if current else 'written'} ({escape(str(directory))})")

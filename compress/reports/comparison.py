@@ -40,7 +40,7 @@ from compress.reports.plots import pareto_front, render_plots, steps_stem
 from compress.reports.records import Section
 
 __all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
-           "render_markdown", "validate_comparison", "write_comparison"]
+           "render_markdown", "render_summary", "validate_comparison", "write_comparison"]
 
 PLOT_FILES = {"accuracy_vs_latency": "accuracy_vs_latency.png",
               "params_by_component": "params_by_component.png"}
@@ -310,6 +310,41 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CompressError(f"{path} is not valid JSON ({error}); re-run `compress compare` to rewrite it.") from None
+
+
+def _cpu_phrase(comparison: dict[str, Any]) -> str:
+    """The CPU a comparison ran on, with the vector and matrix units that decide what runs fast there."""
+    cpu = comparison.get("manifest", {}).get("cpu", {}) if isinstance(comparison.get("manifest"), dict) else {}
+    features = [name for name, present in (cpu.get("features") or {}).items() if present]
+    count = f", {cpu['count']} CPUs" if cpu.get("count") else ""
+    return f"{cpu.get('model') or 'an unrecorded CPU'}{count}" + (f" ({', '.join(features)})" if features else "")
+
+
+def render_summary(path: Path, heading: str = "##") -> str:
+    """The comparison in ``path`` (a comparison.json) as one section of a results page: its title, what made it
+    (the command, the CPU and its units, the date), its table and its Pareto front; no per-method sections."""
+    data = _read_json(Path(path))
+    shown = read_comparison(data)
+    command = data.get("command")
+    made = f"Made by `{command}`" if command else "Made by a `compress compare` whose command was not recorded"
+    made += f" on {_md(_cpu_phrase(data))}"
+    if (threads := shown.context.threads) is not None:
+        made += f", timed with {threads} thread{'' if threads == 1 else 's'}"
+    if shown.context.created:
+        made += f", {_md(shown.context.created)}"
+    lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]
+    lines += _md_table([Row(row.short or row.name, None, row.cells) for row in _rows(shown)])
+    if front := _front_names(shown):
+        lines += ["", _md(_front_sentence(shown, front))]
+    lines += [_md(w) + "  " for w in _warnings(shown)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 # --- HTML --------------------------------------------------------------------------------------
 
 CSS = """
@@ -502,8 +537,4 @@ def render_directory(directory: Path) -> list[Path]:
     path = Path(directory) / "comparison.json"
     if not path.is_file():
         raise CompressError(f"There is no comparison.json in {directory}; run `compress compare` to make one.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CompressError(f"{path} is not valid JSON ({error}); re-run `compress compare` to rewrite it.") from None
-    return write_comparison(data, Path(directory))
+    return write_comparison(_read_json(path), Path(directory))
