@@ -75,8 +75,18 @@ REFUSALS: list[tuple[str, str]] = [
     ("run albert[rank=8]+lowrank", "lowrank cannot factorize a relaxed ALBERT"),
     ("run distilbert[width=3]+int8", "--width do(es) not apply to distilbert"),
     ("run distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch, not onnxruntime"),
+    ("run albert[sharing=all", "cannot read the pipeline"),
+    ("run distilbert+", "cannot read the pipeline"),
+    ("run albert[groups=two]", "--groups takes an integer"),
+    ("run distilbert --set layers", "--set takes KEY=VALUE"),
+    ("run distilbert --then albert", "--then takes a pruning, low-rank factorization or quantization method"),
+    ("run int8 --backend tvm", "unknown backend 'tvm'"),
+    ("run distilbert --precision fp16 --device cpu", "--precision fp16 trains on CUDA only"),
+    ("run distilbert --layers 7", "between 1 and the teacher's 6"),
     ("run int8[backend=onnxruntime] --backend torch", "is given twice to int8"),
-    # compress run: data and paths
+    # compress run: teachers, data and paths
+    ("run albert --teacher bert-large", "cannot get 'google-bert/bert-large-uncased' from the Hugging Face hub"),
+    ("run albert --teacher {in}/foreign", "is not a checkpoint directory (it has no config.json)"),
     ("run albert --dataset nosuch", "unknown dataset 'nosuch'"),
     ("run albert --dataset {in}/missing.csv", "missing.csv does not exist"),
     ("run albert --dataset mr --text-column review", "--text-column apply to files and hub datasets"),
@@ -129,6 +139,7 @@ REFUSALS: list[tuple[str, str]] = [
     ("explain albert+int8", "explain takes one method"),
     ("explain albert --sharing most", "sharing must be one of"),
     # compress data and compress results
+    ("teachers verify bert-large", "cannot get 'google-bert/bert-large-uncased' from the Hugging Face hub"),
     ("data show {in}/missing.csv", "missing.csv does not exist"),
     ("results {in}/missing", "holds no comparison"),
     ("report {in}/foreign", "There is no comparison.json"),
