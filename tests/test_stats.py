@@ -1,0 +1,78 @@
+"""compress.stats against analytic references: Wilson's interval, the paired difference of proportions, and what
+seed-to-seed spread must do to an interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compress.stats import (
+    accuracy_interval,
+    difference_interval,
+    paired_difference_normal,
+    retention_interval,
+    wilson_interval,
+)
+
+N = 1031   # MR's test split
+
+
+def _correct(p: float, n: int = N, seed: int = 0) -> np.ndarray:
+    """Exactly round(p * n) correct answers, in a random order."""
+    row = np.zeros(n, dtype=bool)
+    row[: round(p * n)] = True
+    return np.random.default_rng(seed).permutation(row)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.83, 0.97])
+def test_one_seeds_bootstrap_interval_matches_wilsons_within_half_a_point(p: float):
+    correct = _correct(p)
+    boot, exact = accuracy_interval(correct, seed=1), wilson_interval(int(correct.sum()), N)
+    assert boot.estimate == pytest.approx(correct.mean())
+    assert abs(boot.low - exact.low) < 0.005 and abs(boot.high - exact.high) < 0.005, (boot, exact)
+    assert 0.02 < boot.half_width < 0.04 or p > 0.9   # about ±1.2 to ±3 points at n = 1,031
+
+
+def test_the_paired_interval_of_a_difference_is_narrower_than_the_unpaired_and_matches_the_paired_formula():
+    teacher = _correct(0.83, seed=2)
+    student = teacher.copy()   # correlated: the student agrees with the teacher but on 60 sentences
+    flips = np.random.default_rng(3).choice(N, 60, replace=False)
+    student[flips] = ~student[flips]
+    paired = difference_interval(student, teacher, seed=4)
+    reference = paired_difference_normal(student, teacher)
+    assert paired.estimate == pytest.approx(student.mean() - teacher.mean())
+    assert abs(paired.low - reference.low) < 0.005 and abs(paired.high - reference.high) < 0.005, (paired, reference)
+    # unpaired: each accuracy's own sampling error, added as if the two were independent
+    pa, pt = student.mean(), teacher.mean()
+    unpaired_half = 1.96 * np.sqrt(pa * (1 - pa) / N + pt * (1 - pt) / N)
+    assert paired.half_width < unpaired_half / 2, (paired.half_width, unpaired_half)
+
+
+def test_seed_to_seed_spread_widens_the_interval_and_identical_seeds_do_not():
+    base = _correct(0.80, seed=5)
+    one = accuracy_interval(base, seed=6)
+    same = accuracy_interval(np.stack([base, base, base]), seed=6)
+    assert same.half_width == pytest.approx(one.half_width, rel=0.15)
+    spread = np.stack([_correct(p, seed=7 + i) for i, p in enumerate((0.76, 0.80, 0.84))])
+    wide = accuracy_interval(spread, seed=6)
+    assert wide.estimate == pytest.approx(0.80, abs=0.001)
+    assert wide.half_width > 1.5 * one.half_width, (wide, one)
+    # a ratio to a fixed teacher widens the same way
+    teacher = _correct(0.83, seed=8)
+    assert retention_interval(spread, teacher, seed=6).half_width > \
+        1.5 * retention_interval(spread[1], teacher, seed=6).half_width
+
+
+def test_retention_is_the_ratio_of_accuracies_and_its_interval_holds_it():
+    teacher, student = _correct(0.83, seed=9), _correct(0.80, seed=10)
+    retention = retention_interval(student, teacher, seed=11)
+    assert retention.estimate == pytest.approx(student.mean() / teacher.mean())
+    assert retention.low < retention.estimate < retention.high
+    assert not retention.above(0.97) and retention.above(retention.low)
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match="same test examples"):
+        difference_interval(np.ones(5), np.ones(6))
+    with pytest.raises(ValueError, match="shape"):
+        accuracy_interval(np.ones((2, 0)))
