@@ -319,7 +319,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _cpu_phrase(comparison: dict[str, Any]) -> str:
     """The CPU a comparison ran on, with the vector and matrix units that decide what runs fast there."""
-    cpu = comparison.get("manifest", {}).get("cpu", {}) if isinstance(comparison.get("manifest"), dict) else {}
+    cpu = (comparison.get("manifest") or {}).get("cpu") or {}
     features = [name for name, present in (cpu.get("features") or {}).items() if present]
     count = f", {cpu['count']} CPUs" if cpu.get("count") else ""
     return f"{cpu.get('model') or 'an unrecorded CPU'}{count}" + (f" ({', '.join(features)})" if features else "")

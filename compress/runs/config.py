@@ -161,13 +161,18 @@ def run_directory(out: Path) -> Iterator[Path]:
             yield Path(tmp)
 
 
+def _dataset(config: RunConfig) -> dict[str, Any]:
+    """The dataset a run names, as :func:`load_task` and :func:`check_dataset` take it."""
+    return {"name_or_path": config.dataset, "text_column": config.text_column,
+            "text_pair_column": config.text_pair_column, "label_column": config.label_column,
+            "dedupe": config.dedupe}
+
+
 def run_task(config: RunConfig) -> TaskData:
     """The task a run reads: its dataset with its column choices."""
-    return load_task(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
-                     label_column=config.label_column, dedupe=config.dedupe)
+    return load_task(**_dataset(config))
 
 
 def check_task(config: RunConfig) -> None:
     """Refuse a dataset :func:`run_task` could not load, without fetching it (a local file is read)."""
-    check_dataset(config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
-                  label_column=config.label_column, dedupe=config.dedupe)
+    check_dataset(**_dataset(config))

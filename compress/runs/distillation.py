@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from compress.device import resolve_device
 from compress.distill.layer_maps import teacher_layers
@@ -27,10 +28,10 @@ from compress.teachers.registry import resolve_teacher_dir, teacher_config
 from compress.training import check_precision, evaluate, seed_everything, slow_bf16_warning
 
 
-def check_student(config: RunConfig, method: StudentMethod) -> Recipe:
+def check_student(config: RunConfig, method: StudentMethod) -> tuple[Any, Recipe]:
     """Every check of a student method's run that needs no data, no teacher weights and no device work (its
     options, the student's shape, the recipe and layer map, the precision): a pipeline and a comparison run it
-    before anything is fetched. Gives the recipe the run follows."""
+    before anything is fetched. Gives the method's options and the recipe the run follows."""
     options = method.make_options(config.options)
     teacher_shape = teacher_config(config.teacher)
     try:
@@ -43,7 +44,7 @@ def check_student(config: RunConfig, method: StudentMethod) -> Recipe:
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
     check_precision(config.precision, resolve_device(config.device))
-    return recipe
+    return options, recipe
 
 
 def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: str | None = None) -> RunResult:
@@ -53,8 +54,7 @@ def distillation_run(config: RunConfig, show_progress: bool = True, pipeline: st
     method = get_method(config.method)
     if method.kind != "student":
         raise CompressError(f"{method.name} trains no student; run it with compress.runs.pipeline.run.")
-    recipe = check_student(config, method)
-    options = method.make_options(config.options)
+    options, recipe = check_student(config, method)
     resolve_teacher_dir(config.teacher)  # unreachable weights fail here, before any work
     task = run_task(config)
     student_shape = method.student_config(teacher_config(config.teacher).replace(num_labels=task.num_labels), options)
