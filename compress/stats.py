@@ -137,3 +137,13 @@ def paired_difference_normal(a: np.ndarray, b: np.ndarray, level: float = LEVEL)
     difference = (only_a - only_b) / n
     spread = _z(level) * math.sqrt(max((only_a + only_b) / n**2 - (only_a - only_b) ** 2 / n**3, 0.0))
     return Interval(difference, difference - spread, difference + spread, level)
+
+
+def ratio_quartiles(numerators: list[float], denominators: list[float]) -> tuple[float, float, float]:
+    """``(median, q1, q3)`` of the per-round ratios ``n_r / d_r`` of two models timed in the same rounds: a
+    speed-up and its interquartile range (how much the machine moved it from round to round)."""
+    ratios = [n / d for n, d in zip(numerators, denominators, strict=True) if d > 0]
+    if not ratios:
+        raise ValueError("no round was timed")
+    q1, median, q3 = np.percentile(ratios, [25, 50, 75])
+    return float(median), float(q1), float(q3)

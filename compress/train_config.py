@@ -12,6 +12,7 @@ from typing import TypedDict
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
 PRECISION_NAMES = ("fp32", "bf16", "fp16")
 DEFAULT_EVERY = 500   # steps between checkpoints of unfinished training, besides every epoch end
+DEFAULT_SEED = 13     # every run's, and the first of a comparison's seeds
 
 
 @dataclass

@@ -78,3 +78,27 @@ def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: 
         result[name] = single | {key: batched[key] for key in _BATCH_KEYS} | {
             "passes": passes, "peak_memory_bytes": max(m["peak_memory_bytes"] for m in measured)}
     return result
+
+
+ROUNDS = 15   # rounds of batch-1 latency in a comparison, each timing every model once
+
+
+def latency_rounds(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: int, config: SpeedConfig,
+                   rounds: int = ROUNDS) -> dict[str, list[float]]:
+    """Each predictor's batch-1 latency (the median of ``config.repeats // 3`` calls, at least 5) in each of
+    ``rounds`` rounds, in milliseconds. A round times every model once, the order alternating forward and
+    reverse, so a model's round ``r`` and the teacher's were measured a few seconds apart, under the same load:
+    their ratio is one draw of the speed-up, and the rounds' spread is how much the machine moved it."""
+    if rounds < 1:
+        raise CompressError("speed is measured in at least one round.")
+    one = speed_batch(data, 1, seq_len)
+    calls = max(5, config.repeats // 3)
+    measured: dict[str, list[float]] = {name: [] for name in predictors}
+    with fixed_threads(config.threads):
+        for number in range(rounds):
+            order = list(predictors) if number % 2 == 0 else list(predictors)[::-1]
+            for name in order:
+                timing = time_call(lambda: predictors[name](one), batch_size=1, warmup=1, repeats=calls)
+                measured[name].append(timing.p50_ms)
+    return measured
+

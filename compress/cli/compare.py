@@ -32,7 +32,10 @@ def compare(
     out: str | None = typer.Option(None, help="Comparison directory (default: runs/compare-TEACHER-DATASET)."),
     epochs: int | None = typer.Option(None, help="Epochs of every student's stages (default: each method's)."),
     batch_size: int = typer.Option(32, help="Training batch size."),
-    seed: int = typer.Option(13, help="Seed of every run."),
+    seed: int | None = typer.Option(None, help="Seed of every run (one seed; default 13)."),
+    seeds: str | None = typer.Option(None, help="Train every run once per seed: 13,14,15, or a count N (the N seeds "
+                                                "from 13 on); accuracies then come with intervals over seeds and test "
+                                                "sentences together."),
     threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
     seq_len: int | None = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile)."),
     repeats: int = typer.Option(30, help="Timed batch-1 calls per model (the median is reported)."),
@@ -49,18 +52,24 @@ def compare(
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
     from compress.registry.pipeline import split_list
-    from compress.runs.compare import CompareConfig
+    from compress.errors import CompressError
+    from compress.runs.compare import CompareConfig, parse_seeds
+    from compress.train_config import DEFAULT_SEED
     from compress.runs.compare import compare as run_compare
     from compress.runs.executors import Executor
 
     config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
-                           batch_size=batch_size, seed=seed, threads=threads, seq_len=seq_len, repeats=repeats,
+                           batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads, seq_len=seq_len, repeats=repeats,
                            device=device,
                            executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
                            command=shlex.join(["compress", *sys.argv[1:]]))
     if methods is not None:
         config.methods = split_list(methods)
+    if seeds is not None:
+        if seed is not None:
+            raise CompressError("give --seed (one seed) or --seeds (several), not both.")
+        config.seeds = parse_seeds(seeds)
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     if as_json:
         print_json(comparison.to_dict())

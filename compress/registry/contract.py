@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
     from compress.data.task import TaskData
     from compress.distill.recipe import RecipeData
-    from compress.metrics import Metrics
+    from compress.predictions import Predictions
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Transformed:
     files      more files for the run directory, by name (scores, plots)
     stages     the training stages it ran (pruning's recovery), as the run record lists them
     recipe     the recipe those stages followed (config.json records it)
-    test       its test metrics, when the transform measured them the way its model must be scored
+    test       its test predictions, when the transform made them the way its model must be scored
     speed      timings it made already ("source", "student"), so the run writer does not time twice
     """
 
@@ -131,5 +131,5 @@ class Transformed:
     files: dict[str, bytes] = field(default_factory=dict)
     stages: list[StageRecord] = field(default_factory=list)
     recipe: RecipeData | None = None
-    test: Metrics | None = None
+    test: Predictions | None = None
     speed: dict[str, Speed] = field(default_factory=dict)

@@ -150,6 +150,8 @@ class Transform(Method):
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
     follows_students  whether `compress compare` chains every default student with it by default
             (``distilbert+int8``): the pipelines a user tries first.
+    seeded  whether its result depends on the run's seed (it trains, or samples calibration data): a
+            comparison with several seeds runs it once per seed, else once (applied to the teacher).
     """
 
     apply: Callable[[Any, Any, Context], Transformed]
@@ -157,6 +159,7 @@ class Transform(Method):
     check_input: Callable[[Any, EncoderConfig], None] | None = None
     takes: str = "fp32"
     follows_students: bool = False
+    seeded: bool = True
 
     kind: typing.ClassVar[str] = "transform"
 

@@ -18,12 +18,14 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
     source    (transforms) what was transformed
     details   the method's own record (a compress.registry.Details of the class the method declares,
               with its own schema_version); schema 3 kept it under ``quantization`` or ``pruning``
+    predictions  the SHA-256 of predictions.safetensors, the test logits (compress.predictions); absent in
+              records written before runs kept them
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
 
-comparison.json, schema version 2 (version 1, without pipelines, is still rendered): a
-:class:`Comparison`; its fields are described there and in :mod:`compress.reports.comparison`.
+comparison.json, schema version 3 (versions 1, without pipelines, and 2, one seed without intervals, are still
+rendered): a :class:`Comparison`; its fields are described there and in :mod:`compress.reports.comparison`.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ if TYPE_CHECKING:
 RUN_SCHEMA = 4
 READABLE_RUN_SCHEMAS = (2, 3, 4)
 LEGACY_DETAILS = ("quantization", "pruning")   # where schema 3 kept what is now ``details``
-COMPARISON_SCHEMA = 2
-READABLE_COMPARISON_SCHEMAS = (1, 2)
+COMPARISON_SCHEMA = 3
+READABLE_COMPARISON_SCHEMAS = (1, 2, 3)
 
 
 
@@ -160,6 +162,7 @@ class RunRecord:
     chain: list[ChainStep] = field(default_factory=list)
     source: SourceRecord | None = None
     details: Details | None = None
+    predictions: str | None = None   # the SHA-256 of predictions.safetensors (None: made by an older compress)
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,7 +181,8 @@ class RunRecord:
             *older, newest = map(str, READABLE_RUN_SCHEMAS)
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{', '.join(older)} or {newest}; run it again.")
-        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "schema_version")]
+        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
+                                                                      "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")
@@ -249,7 +253,45 @@ class SpeedSettings(TypedDict, total=False):
     batch_size: int
     batch_repeats: int
     passes: int
+    rounds: int               # rounds of batch-1 latency the speed-ups are medians of (schema 3)
     other_cpus: float | None
+
+
+class IntervalRecord(TypedDict):
+    """A compress.stats.Interval in JSON: an estimate and its confidence interval, fractions."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+
+
+class IntervalSettings(TypedDict):
+    """How a comparison's intervals were computed."""
+
+    level: float
+    resamples: int
+    method: str               # in words, for the report
+
+
+@dataclass
+class SeedResult:
+    """One seed's run of a method: its own accuracy and retention."""
+
+    seed: int
+    run_dir: str
+    accuracy: float
+    macro_f1: float
+    retention: float
+
+
+@dataclass
+class Difference:
+    """The accuracy of method ``a`` minus that of ``b`` on the same test sentences (and seeds), with its interval."""
+
+    a: str
+    b: str
+    accuracy: IntervalRecord
 
 
 @dataclass(kw_only=True)
@@ -267,6 +309,8 @@ class ComparedMeasures:
     latency_ms_p90: float
     throughput: float
     peak_memory_bytes: int
+    accuracy_interval: IntervalRecord | None = None   # the teacher's: the test set's sampling alone
+    latency_rounds_ms: list[float] = field(default_factory=list)   # batch-1 latency in each round
 
 
 @dataclass(kw_only=True)
@@ -286,11 +330,14 @@ class ComparedModel(ComparedMeasures):
     backend: str
     dtype: str
     retention: float
-    speedup: float
+    speedup: float                          # the median over rounds of teacher latency / this model's latency
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
     sections: list[Section] = field(default_factory=list)   # the own part of its last step that has one
+    retention_interval: IntervalRecord | None = None
+    speedup_iqr: list[float] | None = None  # [q1, q3] of the per-round ratios
+    per_seed: list[SeedResult] = field(default_factory=list)  # one entry: a run that does not depend on the seed
 
 
 @dataclass
@@ -309,6 +356,9 @@ class Comparison:
     methods: list[ComparedModel]
     reused: list[str]                     # the runs found complete and not run again
     command: str | None = None            # the command line that made it (None: called from Python, or older)
+    seeds: list[int] = field(default_factory=list)          # the training seeds of every seeded run
+    intervals: IntervalSettings | None = None
+    differences: list[Difference] = field(default_factory=list)   # every two methods' accuracies, paired
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,10 +368,12 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
-        """A comparison.json this version writes (schema 2); the renderer reads older and hand-made ones."""
+        """A comparison.json this version writes (schema 3); the renderer reads older and hand-made ones."""
         if data.get("schema_version") != COMPARISON_SCHEMA:
             raise CompressError(f"the comparison has schema version {data.get('schema_version')}, not "
                                 f"{COMPARISON_SCHEMA}; run `compress compare` again.")
         return cls(**data | {"dataset": DatasetRecord(**data["dataset"]),
                              "teacher": ComparedTeacher(**data["teacher"]),
-                             "methods": [ComparedModel(**m) for m in data["methods"]]})
+                             "methods": [ComparedModel(**m | {"per_seed": [SeedResult(**r) for r in m["per_seed"]]})
+                                         for m in data["methods"]],
+                             "differences": [Difference(**d) for d in data["differences"]]})

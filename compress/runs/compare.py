@@ -3,10 +3,12 @@
 Layout of a comparison directory (default ``runs/compare-TEACHER-DATASET``)::
 
     .compress.json        the marker that makes it ours (compress.ownership): what compare wrote here
-    runs/NAME/            one ordinary run directory per method, and one per step of a pipeline:
-                          runs/distilbert, then runs/distilbert+int8 (which records its parent);
-                          NAME is the pipeline text, or a slug of it and a digest when the text holds
-                          characters a file name should not (options: albert[sharing=ffn])
+    runs/seed-S/NAME/     one ordinary run directory per method and seed, and one per step of a pipeline:
+                          runs/seed-13/distilbert, then runs/seed-13/distilbert+int8 (which records its
+                          parent); NAME is the pipeline text, or a slug of it and a digest when the text
+                          holds characters a file name should not (options: albert[sharing=ffn]). A run
+                          whose result does not depend on the seed (int8 of the teacher: nothing trained,
+                          nothing sampled) is made once, under the first seed.
     comparison.json       the numbers (a compress.reports.records.Comparison)
     comparison.md/.html   the table, the plots and what each method changed
     *.png                 the plots
@@ -15,9 +17,14 @@ A run whose directory already holds a complete run made with the same configurat
 later step of a pipeline, from its parent as it is now) is reused, so an interrupted comparison
 resumes where it stopped and a repeated one trains nothing; a step shared by pipelines runs once
 (the ``distilbert`` of ``distilbert+int8`` is the ``distilbert`` row).
-Speed is always measured afresh at the end: the teacher and every method one after another in this
-process, on the same inputs and threads, in two passes (the second in reverse order, each model
-keeping its faster pass at each batch size), so the speed-ups compare like with like.
+Every run keeps its test predictions, so the comparison's statistics are paired: each method's accuracy and
+retention come with a 95% interval from one bootstrap over the test sentences and the seeds together
+(:mod:`compress.stats`), and so does the difference between every two methods.
+Speed is always measured afresh at the end: the teacher and every method (its first seed's model) one after
+another in this process, on the same inputs and threads, in two passes (the second in reverse order, each
+model keeping its faster pass at each batch size); then in rounds, every model's batch-1 latency once per
+round in alternating order, so each speed-up is the median of per-round ratios to the teacher with its
+interquartile range.
 """
 
 from __future__ import annotations
@@ -32,11 +39,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import manifest
 from compress.bench.measurement import Speed
-from compress.bench.speed import SpeedConfig, measure_all
+from compress.bench.speed import SpeedConfig, latency_rounds, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, load_task
 from compress.errors import CompressError
@@ -45,6 +55,7 @@ from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
+from compress.predictions import Predictions, load_predictions
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
 from compress.registry import Method, StudentMethod, Transform, all_methods, format_value, get_method, names
@@ -58,15 +69,20 @@ from compress.reports.records import (
     DatasetRecord,
     RunRecord,
     Section,
+    SeedResult,
     read_run_record,
 )
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
 from compress.runs.distillation import check_student
 from compress.runs.executors import Executor, run_all
+from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
+from compress.train_config import DEFAULT_SEED
+from compress.training import predict
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
+from compress.stats import ratio_quartiles
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
@@ -93,7 +109,7 @@ class CompareConfig:
     out: str | None = None
     epochs: int | None = None           # every student's stages (default: each method's recipe)
     batch_size: int = 32
-    seed: int = 13
+    seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED])   # every seeded run once per seed
     device: str = "auto"
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
@@ -134,11 +150,62 @@ def plan_runs(texts: list[str]) -> list[PlannedRun]:
     return list(runs.values())
 
 
-def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directory: Path | None = None) -> RunConfig:
+MAX_SEEDS = 20
+
+
+def parse_seeds(text: str, first: int = DEFAULT_SEED) -> list[int]:
+    """``--seeds``: a comma-separated list (``13,14,15``), or one count N (the N seeds from ``first`` on)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CompressError(f"--seeds takes seeds separated by commas (13,14,15) or a count (3), not {text!r}.") \
+            from None
+    seeds = list(range(first, first + values[0])) if len(values) == 1 and "," not in text else values
+    if not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise CompressError(f"--seeds must give 1 to {MAX_SEEDS} different seeds, none negative; {text!r} does not.")
+    return seeds
+
+
+def seeded(planned: PlannedRun, by_name: dict[str, PlannedRun]) -> bool:
+    """Whether the run's result depends on its seed: some step of it trains a student or is a seeded transform."""
+    return any(isinstance(m, StudentMethod) or getattr(m, "seeded", True)
+               for m in (by_name[name].method for name in planned.steps))
+
+
+@dataclass(frozen=True)
+class SeededRun:
+    """One run of a comparison with one seed: ``name`` keys it (``distilbert@14``), ``parent`` its parent's key."""
+
+    planned: PlannedRun
+    seed: int
+    name: str
+    parent: str | None
+
+
+def plan_seeds(planned: list[PlannedRun], seeds: list[int]) -> list[SeededRun]:
+    """Every run once per seed (all of the first seed's first), except a run whose result does not depend on
+    the seed: that one is made once, with the first seed, and is the parent of every seed's next step."""
+    by_name = {step.name: step for step in planned}
+
+    def key(step: PlannedRun, seed: int) -> str:
+        return f"{step.name}@{seed if seeded(step, by_name) else seeds[0]}"
+
+    runs = {}
+    for seed in seeds:
+        for step in planned:
+            name = key(step, seed)
+            runs.setdefault(name, SeededRun(step, int(name.rsplit("@", 1)[1]), name,
+                                            key(by_name[step.parent], seed) if step.parent else None))
+    return list(runs.values())
+
+
+def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directory: Path | None = None,
+                seed: int | None = None) -> RunConfig:
     student = planned.method.kind == "student"
     return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
-                     batch_size=config.batch_size, seed=config.seed, device=config.device, threads=config.threads,
+                     batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
+                     device=config.device, threads=config.threads,
                      teacher_finetune=config.teacher_finetune, target=target,
                      out=str(directory) if directory else None, overwrite=True)
 
@@ -172,6 +239,10 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
             same = same and full["recipe"] == _as_recorded(followed.to_dict())
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
+    try:
+        load_predictions(directory, record.predictions)
+    except CompressError:
+        return None   # made before runs kept their predictions, or they changed since
     return record if same and record.dataset.fingerprint == split_fingerprint else None
 
 
@@ -185,18 +256,18 @@ def run_dir_name(text: str) -> str:
     return f"{slug or 'run'}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
-def run_dir_of(out: Path, name: str) -> Path:
-    """``out/runs/DIR`` for the run ``name``, checked to resolve inside ``out/runs`` (a symbolic link planted
-    there cannot send a run elsewhere)."""
-    runs = out / "runs"
+def run_dir_of(out: Path, name: str, seed: int) -> Path:
+    """``out/runs/seed-S/DIR`` for the run ``name`` with ``seed``, checked to resolve inside ``out/runs/seed-S``,
+    itself inside ``out/runs`` (a symbolic link planted there cannot send a run elsewhere)."""
+    runs = out / "runs" / f"seed-{seed}"
     run_dir = runs / run_dir_name(name)
-    if run_dir.resolve().parent != runs.resolve():
+    if runs.resolve().parent != (out / "runs").resolve() or run_dir.resolve().parent != runs.resolve():
         raise CompressError(f"the run directory of {name!r} would resolve to {run_dir.resolve()}, outside "
-                            f"{runs.resolve()}; remove that link or choose another --out.")
+                            f"{(out / 'runs').resolve()}; remove that link or choose another --out.")
     return run_dir
 
 
-def check_out(out: Path, planned: list[PlannedRun]) -> None:
+def check_out(out: Path, planned: list[SeededRun]) -> None:
     """Refuse, before any work, an ``out`` compress may not write in: a file, an existing directory that is
     not a comparison of ours, or one whose run directories hold something compress did not write."""
     if out.exists() and not out.is_dir():
@@ -205,19 +276,20 @@ def check_out(out: Path, planned: list[PlannedRun]) -> None:
         raise CompressError(f"--out {out.resolve()} is not a comparison compress wrote: it {reason}; choose a new "
                             "or empty directory.")
     for step in planned:
-        run_dir = run_dir_of(out, step.name)
+        run_dir = run_dir_of(out, step.planned.name, step.seed)
         if run_dir.is_dir() and any(run_dir.iterdir()) and (reason := foreign(run_dir, "run")) is not None:
             raise CompressError(f"{run_dir.resolve()} is not a run compress wrote: it {reason}; move it away or "
                                 "choose another --out.")
 
 
-def _run_or_reuse(config: CompareConfig, step: PlannedRun, out: Path, parent: tuple[Path, RunRecord, bool] | None,
+def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tuple[Path, RunRecord, bool] | None,
                   split_fingerprint: str, show_progress: bool = True) -> tuple[Path, RunRecord, bool]:
     """One run of the comparison, after its parent's: reused when its directory under ``out/runs`` already
-    holds it as this configuration (and the parent as it is now) would make it, else trained (resuming an
-    unfinished one from its checkpoint). Returns its directory, its record and whether it was reused."""
-    run_dir = run_dir_of(out, step.name)
-    run_config = _run_config(config, step, str(parent[0]) if parent else "teacher", run_dir)
+    holds it as this configuration (and the parent as it is now) would make it, with its test predictions
+    intact, else trained (resuming an unfinished one from its checkpoint). Returns its directory, its record
+    and whether it was reused."""
+    run_dir = run_dir_of(out, step.planned.name, step.seed)
+    run_config = _run_config(config, step.planned, str(parent[0]) if parent else "teacher", run_dir, step.seed)
     record = completed_run(run_dir, run_config, split_fingerprint, parent[1].chain if parent else None)
     if record is not None:
         return run_dir, record, True
@@ -235,11 +307,13 @@ def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: di
 
 
 def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, Comparison]:
-    """Run (or reuse) every method and pipeline, measure them all, write the comparison; return its
-    directory and the comparison (``to_dict()`` is its comparison.json)."""
+    """Run (or reuse) every method and pipeline once per seed, measure them all, write the comparison; return
+    its directory and the comparison (``to_dict()`` is its comparison.json)."""
     say = progress or (lambda message: None)
     planned = plan_runs(config.methods)
     by_name = {step.name: step for step in planned}
+    if not config.seeds or len(set(config.seeds)) != len(config.seeds):
+        raise CompressError("a comparison needs one or more different seeds.")
     for step in planned:  # every step's own checks fail before any training (the teacher's fine-tuning included)
         if isinstance(step.method, StudentMethod):  # its shape, its recipe and its --init-from checkpoint
             check_student(_run_config(config, step, "teacher"), step.method)
@@ -256,55 +330,72 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
         raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
     check_dataset(config.dataset, dedupe=config.dedupe)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
-    check_out(out, planned)
+    runs = plan_seeds(planned, config.seeds)
+    check_out(out, runs)
     task = load_task(config.dataset, dedupe=config.dedupe)
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
-        check_out(out, planned)  # again: another process may have written there meanwhile
+        check_out(out, runs)  # again: another process may have written there meanwhile
         out.mkdir(parents=True, exist_ok=True)
         mark_comparison(out, ["runs"])
-        return _compare(config, planned, task, out, threads, speed_config, say)
+        return _compare(config, planned, runs, task, out, threads, speed_config, say)
 
 
-def _compare(config: CompareConfig, planned: list[PlannedRun], task, out: Path, threads: int,
-             speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, Comparison]:
+def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list[SeededRun], task, out: Path,
+             threads: int, speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, Comparison]:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
 
-    made = run_all(planned, lambda step, parent, show_progress=True: _run_or_reuse(
+    made = run_all(seeded_runs, lambda step, parent, show_progress=True: _run_or_reuse(
         config, step, out, parent, task.fingerprint, show_progress), config.executor, say)
-    runs = {name: (run_dir, record) for name, (run_dir, record, _) in made.items()}
     reused = [name for name, (_, _, was_reused) in made.items() if was_reused]
     if reused:
         say(f"reused {len(reused)} finished run(s) in {out / 'runs'}: {', '.join(reused)}")
+    # Each method's runs, first seed first (one run where the result does not depend on the seed).
+    runs = {step.name: [(s.seed, *made[s.name][:2]) for s in seeded_runs if s.planned.name == step.name]
+            for step in planned}
 
     seq_len = config.seq_len or speed_seq_len(data)
     say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
     teacher = finetuned.load().model
     predictors = {"teacher": TorchPredictor(teacher)}
     vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
-    predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, (run_dir, record) in runs.items()}
+    predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, [(_, run_dir, record), *_] in
+                   runs.items()}
     with OtherLoad() as load:
         speeds = measure_all(predictors, data, seq_len, speed_config)
+        rounds = latency_rounds(predictors, data, seq_len, speed_config)
     if load.busy:
         say(load.warning())
-    teacher_record, teacher_speed = next(iter(runs.values()))[1].teacher, speeds["teacher"]
+
+    say("intervals: bootstrap over the test sentences" + (" and the seeds" if len(config.seeds) > 1 else ""))
+    teacher_predictions = Predictions.of(*predict(teacher, data.dataloader("test", batch_size=128),
+                                                  torch.device("cpu")))
+    correct = {name: correctness(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
+                                 teacher_predictions) for name, made_runs in runs.items()}
+    teacher_record, teacher_speed = runs[planned[0].name][0][2].teacher, speeds["teacher"]
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
     accuracy = teacher_record.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
-        speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "other_cpus": load.cpus},
+        speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "rounds": len(rounds["teacher"]),
+                                      "other_cpus": load.cpus},
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
-        manifest=manifest(threads=threads, seed=config.seed, split_fingerprint=task.fingerprint),
+        manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
             size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_record.macro_f1,
-            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed)),
-        methods=[_compared(step, by_name, runs, speeds[step.name], teacher_speed, seq_len) for step in planned],
+            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed),
+            accuracy_interval=teacher_interval(teacher_predictions), latency_rounds_ms=rounds["teacher"]),
+        methods=[_compared(step, by_name, runs, speeds, rounds, correct[step.name], teacher_predictions, seq_len)
+                 for step in planned],
         reused=reused,
         command=config.command,
+        seeds=list(config.seeds),
+        intervals=SETTINGS,
+        differences=differences(correct),
     )
     write_comparison(comparison.to_dict(), out)
     return out, comparison
@@ -319,28 +410,37 @@ def _label(step: PlannedRun) -> str:
     return step.method.label + (f" [{options}]" if options else "")
 
 
-def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, tuple[Path, RunRecord]],
-              speed: Speed, teacher_speed: Speed, seq_len: int) -> ComparedModel:
-    """The comparison's row for one run: its model, its speed measured here, and the steps that made it."""
-    run_dir, record = runs[step.name]
-    student = record.student
+def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, list[tuple[int, Path, RunRecord]]],
+              speeds: dict[str, Speed], rounds: dict[str, list[float]], correct: np.ndarray, teacher: Predictions,
+              seq_len: int) -> ComparedModel:
+    """The comparison's row for one run: its model (its first seed's), its accuracy over its seeds with the
+    intervals, its speed measured here, and the steps that made it."""
+    _, run_dir, record = runs[step.name][0]
+    student, speed = record.student, speeds[step.name]
+    first = {name: made[0][1:] for name, made in runs.items()}
     labels = [_label(planned[name]) for name in step.steps]
     inputs = ["the teacher", *(f"its input, {name}" for name in step.steps[:-1])]
     sentences = [explanation(planned[name].method.name, ratios, against)
-                 for name, ratios, against in zip(step.steps, _step_ratios(step, runs), inputs)]
+                 for name, ratios, against in zip(step.steps, _step_ratios(step, first), inputs)]
+    accuracy, retention = method_intervals(correct, teacher)
+    speedup, q1, q3 = ratio_quartiles(rounds["teacher"], rounds[step.name])
+    per_seed = [SeedResult(seed, str(d), r.student.accuracy, r.student.macro_f1, r.retention)
+                for seed, d, r in runs[step.name]]
     return ComparedModel(
         method=step.name, label=" → ".join(labels), run_dir=str(run_dir),
         kind="pipeline" if len(step.steps) > 1 else record.kind, steps=list(step.steps),
         backend=student.backend or "torch", dtype=student.dtype or "fp32", params=student.params,
-        params_by_component=student.params_by_component, size_bytes=student.size_bytes, accuracy=student.accuracy,
-        macro_f1=student.macro_f1, flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
-        retention=record.retention, **_timings(speed),
-        speedup=teacher_speed["latency_ms_p50"] / speed["latency_ms_p50"],
-        throughput_speedup=speed["throughput"] / teacher_speed["throughput"],
+        params_by_component=student.params_by_component, size_bytes=student.size_bytes,
+        accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
+        flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
+        retention=retention["estimate"], **_timings(speed), speedup=speedup,
+        throughput_speedup=speed["throughput"] / speeds["teacher"]["throughput"],
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=record.details.warning if record.details else None,
-        sections=_sections(step, runs),
+        sections=_sections(step, first),
+        accuracy_interval=accuracy, retention_interval=retention, speedup_iqr=[q1, q3], per_seed=per_seed,
+        latency_rounds_ms=rounds[step.name],
     )
 
 

@@ -25,7 +25,8 @@ from compress.runs.source import finetuned_source
 from compress.runs.writer import train_settings, write_run
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import resolve_teacher_dir, teacher_config
-from compress.training import check_precision, evaluate, seed_everything, slow_bf16_warning
+from compress.predictions import Predictions
+from compress.training import check_precision, predict, seed_everything, slow_bf16_warning
 
 
 def check_student(config: RunConfig, method: StudentMethod) -> tuple[Any, Recipe]:
@@ -88,7 +89,8 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
             stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                        train_settings(config), device, log, show_progress,
                                        resume.stage(index, stages, tmp / "log.jsonl")))
-        student_test = evaluate(student, data.dataloader("test", batch_size=128), device, collective=True)
+        student_test = Predictions.of(*predict(student, data.dataloader("test", batch_size=128), device,
+                                               collective=True))
         if not world().is_main:
             return RunResult(out, None)
         source = finetuned_source(config, task, finetuned, teacher.cpu(), data)

@@ -14,6 +14,7 @@ Run directory (written to a temporary sibling and renamed when complete, like ev
     metrics.json   the run record (compress.reports.records.RunRecord), the method's details included
     manifest.json  versions, CPU, threads, seed, split fingerprint
     log.jsonl      training losses, when the run trained (students, pruning's recovery)
+    predictions.safetensors  the test split's logits and labels, example by example (compress.predictions)
     report.md      the same, for people; the method writes its own section
     ...            files of the method's own (pruning: importance.json, head_curve.png)
 """
@@ -37,6 +38,7 @@ from compress.device import resolve_device
 from compress.errors import CompressError
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
+from compress.predictions import Predictions, save_predictions
 from compress.quantize.artefacts import artefact_bytes
 from compress.quantize.predictors import TorchPredictor
 from compress.registry import Context, Method, Transform, Transformed
@@ -47,7 +49,7 @@ from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer
 from compress.train_config import TrainSettings
-from compress.training import evaluate
+from compress.training import predict
 
 
 def train_settings(config: RunConfig) -> TrainSettings:
@@ -107,10 +109,9 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     data = source.data if made.tokenizer is None else \
         tokenize_task(source.task, made.tokenizer, max_length=source.data.max_length)
     model = made.model
-    if made.test is not None:
-        test = made.test
-    else:
-        test = evaluate(model, data.dataloader("test", batch_size=128), next(model.parameters()).device)
+    predictions = made.test or Predictions.of(*predict(model, data.dataloader("test", batch_size=128),
+                                                       next(model.parameters()).device))
+    test = predictions.metrics()
     if isinstance(model, Encoder):
         model.cpu()
     # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
@@ -135,6 +136,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
                                config=model.config.to_dict())
     for name, content in made.files.items():
         (tmp / name).write_bytes(content)
+    predictions_sha256 = save_predictions(predictions, tmp)
     teacher, entry = source.teacher, source.entry
     trained = method.kind == "student"   # a student is measured against its teacher, not "a source"
     speed = {"teacher" if trained else "source": speed["source"], "student": speed["student"]} | \
@@ -146,7 +148,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
                                                  entry.size_bytes, entry.accuracy, entry.macro_f1),
         retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
-        speed=speed, details=made.details,
+        speed=speed, details=made.details, predictions=predictions_sha256,
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options))
     if made.recipe is not None:

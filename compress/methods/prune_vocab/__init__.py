@@ -135,6 +135,6 @@ def apply(model: Encoder, options: VocabOptions, context: Context) -> Transforme
 METHOD = register(Transform(
     name="prune-vocab", rank=95, family="pruning", label="vocabulary pruning",
     summary="the token-embedding rows of the tokens the training text uses, renumbered",
-    options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning",
+    options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning", seeded=False,
     details=VocabDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
 ))

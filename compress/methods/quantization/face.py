@@ -143,7 +143,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
-        gives="quantized", follows_students=follows_students, run_kind="quantization", details=QuantDetails,
+        gives="quantized", follows_students=follows_students, seeded=calibrated, run_kind="quantization",
+        details=QuantDetails,
         summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
     ))
 

@@ -18,6 +18,7 @@ from compress.errors import CompressError
 from compress.methods.quantization.details import CpuRecord, QuantDetails
 from compress.methods.quantization.face import QuantOptions
 from compress.models.encoder import Encoder
+from compress.predictions import Predictions
 from compress.quantize.artefacts import QuantMethod, candidate_backends, load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
@@ -104,7 +105,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         note=half_available(fmt.dtype, features) if fmt.dtype in HALF_DTYPES else None,
     )
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
-                       test=test, speed={"source": fp32_speed, "student": student_speed})
+                       test=Predictions.of(logits, labels), speed={"source": fp32_speed, "student": student_speed})
 
 
 def _chosen_by(asked: str, built: list[str], skipped: dict[str, str]) -> str:

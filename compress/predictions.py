@@ -1,0 +1,83 @@
+"""A model's answers on the test split, example by example: what makes paired statistics possible.
+
+Every run keeps its test predictions in ``predictions.safetensors`` (``logits``: examples x classes, float32;
+``labels``: the gold labels, int64), in the split's own order, so two models of one comparison are scored on the
+same sentences: the teacher against a student, one student against another, seed after seed. The run record
+keeps the file's SHA-256; a comparison reads the file only when it still matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compress.errors import CompressError
+from compress.metrics import Metrics
+
+PREDICTIONS_FILE = "predictions.safetensors"
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Logits and gold labels of one model on one split, in the split's order."""
+
+    logits: np.ndarray    # (examples, classes)
+    labels: np.ndarray    # (examples,)
+
+    def __post_init__(self) -> None:
+        if self.logits.ndim != 2 or self.labels.shape != (self.logits.shape[0],):
+            raise ValueError(f"predictions need logits (n, classes) and labels (n,), got {self.logits.shape} and "
+                             f"{self.labels.shape}")
+
+    @classmethod
+    def of(cls, logits, labels) -> Predictions:
+        """From torch tensors or numpy arrays."""
+        as_array = (lambda x: x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x))
+        return cls(as_array(logits).astype(np.float32), as_array(labels).astype(np.int64))
+
+    @property
+    def correct(self) -> np.ndarray:
+        """Whether each example was answered right (bool, one per example)."""
+        return self.logits.argmax(-1) == self.labels
+
+    def metrics(self) -> Metrics:
+        import torch
+
+        from compress.metrics import classification_metrics
+
+        return classification_metrics(torch.from_numpy(self.logits), torch.from_numpy(self.labels))
+
+
+def save_predictions(predictions: Predictions, directory: Path) -> str:
+    """Write ``directory/predictions.safetensors``; return its SHA-256 (the run record keeps it)."""
+    from safetensors.numpy import save
+
+    data = save({"logits": np.ascontiguousarray(predictions.logits),
+                 "labels": np.ascontiguousarray(predictions.labels)})
+    (directory / PREDICTIONS_FILE).write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_predictions(directory: Path, sha256: str | None) -> Predictions:
+    """The predictions a run kept, checked against the SHA-256 its record holds; one sentence when they are missing,
+    changed since, or of another shape."""
+    from safetensors.numpy import load
+
+    path = Path(directory) / PREDICTIONS_FILE
+    if sha256 is None:
+        raise CompressError(f"the run {directory} kept no test predictions (it was made by an older compress); "
+                            "run it again.")
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise CompressError(f"{path} is missing; run {directory} again.") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise CompressError(f"{path} changed since its run wrote it (its SHA-256 differs); run it again.")
+    try:
+        tensors = load(data)
+        return Predictions(tensors["logits"], tensors["labels"])
+    except (KeyError, ValueError) as error:
+        raise CompressError(f"{path} does not hold a run's test predictions ({error}); run it again.") from None

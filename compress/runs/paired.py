@@ -1,0 +1,53 @@
+"""A comparison's statistics from its runs' test predictions: every model scored on the same sentences.
+
+Each method's correctness is a (seeds, examples) array, one row per seed it was trained with (one row for a
+run that does not depend on the seed); the teacher's is one row. :mod:`compress.stats` turns these into the
+intervals comparison.json keeps: each method's accuracy and retention, and the difference between every two
+methods, all from one bootstrap over the test sentences and the seeds together, paired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from itertools import combinations
+
+import numpy as np
+
+from compress.errors import CompressError
+from compress.predictions import Predictions
+from compress.reports.records import Difference, IntervalRecord, IntervalSettings
+from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, difference_interval, retention_interval
+
+SETTINGS = IntervalSettings(
+    level=LEVEL, resamples=RESAMPLES,
+    method="percentile bootstrap over the test sentences and, with several seeds, over the seeds too (each resample "
+           "draws as many sentences and as many seeds with replacement); retention and differences are paired: both "
+           "models on the same drawn sentences and seed positions")
+
+
+def record(interval: Interval) -> IntervalRecord:
+    return IntervalRecord(**asdict(interval))  # type: ignore[typeddict-item]
+
+
+def correctness(name: str, runs: list[Predictions], teacher: Predictions) -> np.ndarray:
+    """The (seeds, examples) right-or-wrong array of one method's runs, checked to answer the teacher's sentences
+    in the teacher's order."""
+    for predictions in runs:
+        if not np.array_equal(predictions.labels, teacher.labels):
+            raise CompressError(f"the test predictions of {name} are not of the teacher's test sentences in the "
+                                "teacher's order; run it again.")
+    return np.stack([predictions.correct for predictions in runs])
+
+
+def teacher_interval(teacher: Predictions) -> IntervalRecord:
+    return record(accuracy_interval(teacher.correct))
+
+
+def method_intervals(rows: np.ndarray, teacher: Predictions) -> tuple[IntervalRecord, IntervalRecord]:
+    """A method's accuracy and its retention of the teacher's accuracy, each with its interval."""
+    return record(accuracy_interval(rows)), record(retention_interval(rows, teacher.correct))
+
+
+def differences(rows: dict[str, np.ndarray]) -> list[Difference]:
+    """The accuracy difference of every two methods (in the order given: ``a`` before ``b``), paired."""
+    return [Difference(a, b, record(difference_interval(rows[a], rows[b]))) for a, b in combinations(rows, 2)]
