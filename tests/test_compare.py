@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
@@ -19,6 +20,7 @@ from compress.runs.compare import PRUNING_PIPELINE, default_methods, plan_runs, 
 
 # Every run of the default set: its methods and pipelines with each intermediate step (distilbert+prune).
 DEFAULT_RUNS = [run.name for run in plan_runs(default_methods())]
+REUSED = [f"{name}@13" for name in DEFAULT_RUNS]   # every run of seed 13, by name and seed
 
 # Four layers of 312: the smallest teacher every method's default student fits (TinyBERT-4 is 4 x 312).
 FAST = ("--epochs", "1", "--batch-size", "16", "--teacher-epochs", "4", "--teacher-lr", "3e-3",
@@ -57,9 +59,16 @@ def test_comparison_has_every_method_with_every_field(compared):
         for name in REQUIRED_METHOD_FIELDS:
             assert isinstance(m[name], (int, float)) and m[name] > 0, (m["method"], name)
         assert m["peak_memory_bytes"] > 0  # a batch of 32 needs memory of its own, whatever ran before
-        assert m["speedup"] == pytest.approx(teacher["latency_ms_p50"] / m["latency_ms_p50"])
+        # The median of per-round ratios, inside their quartiles; every round timed every model once.
+        rounds = list(zip(teacher["latency_rounds_ms"], m["latency_rounds_ms"], strict=True))
+        assert len(rounds) == data["speed"]["rounds"] == 15
+        assert m["speedup"] == pytest.approx(float(np.median([t / x for t, x in rounds])))
+        assert m["speedup_iqr"][0] <= m["speedup"] <= m["speedup_iqr"][1]
         assert m["retention"] == pytest.approx(m["accuracy"] / teacher["accuracy"])
-        metrics = json.loads((run_dir_of(compared["out"], m["method"]) / "metrics.json").read_text())
+        assert [r["seed"] for r in m["per_seed"]] == [13] and m["per_seed"][0]["accuracy"] == m["accuracy"]
+        for interval in (m["accuracy_interval"], m["retention_interval"]):
+            assert interval["low"] <= interval["estimate"] <= interval["high"] and interval["level"] == 0.95
+        metrics = json.loads((run_dir_of(compared["out"], m["method"], 13) / "metrics.json").read_text())
         assert m["size_bytes"] == metrics["student"]["size_bytes"] and m["explanation"]
     by_name = {m["method"]: m for m in data["methods"]}
     _int8_is_smaller(by_name["int8"], teacher["size_bytes"])
@@ -73,7 +82,7 @@ def test_comparison_has_every_method_with_every_field(compared):
         assert pipeline["params"] == first["params"]
         _int8_is_smaller(pipeline, first["size_bytes"])
         # The pipeline's first step is the student's own row: trained once, its run the int8 step's parent.
-        chain = json.loads((compared["out"] / "runs" / f"{student}+int8" / "metrics.json").read_text())["chain"]
+        chain = json.loads((run_dir_of(compared["out"], f"{student}+int8", 13) / "metrics.json").read_text())["chain"]
         assert [step["run_dir"] for step in chain] == [first["run_dir"], pipeline["run_dir"]]
         assert chain[0]["accuracy"] == first["accuracy"] and chain[1]["accuracy"] == pipeline["accuracy"]
         assert (compared["out"] / f"steps-{student}-int8.png").stat().st_size > 0
@@ -102,8 +111,12 @@ def test_comparison_has_every_method_with_every_field(compared):
     assert data["speed"]["other_cpus"] >= 0  # measured from /proc/stat (CI runs other tests beside this one)
     for name in ("comparison.md", "comparison.html", "accuracy_vs_latency.png", "params_by_component.png"):
         assert (compared["out"] / name).stat().st_size > 0
-    for run in (compared["out"] / "runs").iterdir():
-        assert (run / "manifest.json").is_file()
+    assert [p.name for p in (compared["out"] / "runs").iterdir()] == ["seed-13"]
+    for run in (compared["out"] / "runs" / "seed-13").iterdir():
+        assert (run / "manifest.json").is_file() and (run / "predictions.safetensors").is_file()
+    # Every two models' accuracies, the teacher's among them, have their paired difference.
+    assert len(data["differences"]) == (len(DEFAULT_RUNS) + 1) * len(DEFAULT_RUNS) // 2
+    assert data["seeds"] == [13] and data["schema_version"] == 3
 
 
 def test_the_real_comparison_renders_in_a_browser(compared):
@@ -114,11 +127,11 @@ def test_the_real_comparison_renders_in_a_browser(compared):
 
 
 def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
-    runs = compared["out"] / "runs"
+    runs = compared["out"] / "runs" / "seed-13"
     stamps = {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()}
     again = run_cli(*compared["args"], env=compared["env"])
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["reused"] == DEFAULT_RUNS
+    assert json.loads(again.stdout)["reused"] == REUSED
     assert {p.name: (p / "metrics.json").stat().st_mtime_ns for p in runs.iterdir()} == stamps
 
     # Threads change how speed is measured, not what was trained: still every run reused.
@@ -126,12 +139,41 @@ def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
     args[args.index("--threads") + 1] = "2"
     other = run_cli(*args, env=compared["env"])
     assert other.returncode == 0, other.stderr
-    assert json.loads(other.stdout)["reused"] == DEFAULT_RUNS and json.loads(other.stdout)["threads"] == 2
+    assert json.loads(other.stdout)["reused"] == REUSED and json.loads(other.stdout)["threads"] == 2
 
     (compared["out"] / "comparison.html").unlink()
     done = run_cli("report", str(compared["out"]))
     assert done.returncode == 0, done.stderr
     assert "<table" in (compared["out"] / "comparison.html").read_text()
+
+
+def test_a_second_seed_trains_only_what_depends_on_it_and_the_report_counts_both(compared):
+    out = compared["out"]
+    args = [*compared["args"], "--methods", "distilbert,int8,distilbert+int8", "--seeds", "13,14"]
+    done = run_cli(*args, env=compared["env"])
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["reused"] == ["distilbert@13", "int8@13", "distilbert+int8@13"] and data["seeds"] == [13, 14]
+    # int8 of the teacher trains nothing and samples nothing: one run serves both seeds
+    assert sorted(p.name for p in (out / "runs" / "seed-14").iterdir()) == ["distilbert", "distilbert+int8"]
+    by_name = {m["method"]: m for m in data["methods"]}
+    assert [r["seed"] for r in by_name["distilbert"]["per_seed"]] == [13, 14]
+    assert [r["seed"] for r in by_name["int8"]["per_seed"]] == [13]
+    for m in data["methods"]:
+        assert m["accuracy"] == pytest.approx(np.mean([r["accuracy"] for r in m["per_seed"]]))
+        assert m["accuracy_interval"]["low"] <= m["accuracy"] <= m["accuracy_interval"]["high"]
+    chain = json.loads((run_dir_of(out, "distilbert+int8", 14) / "metrics.json").read_text())["chain"]
+    assert chain[0]["run_dir"] == str(run_dir_of(out, "distilbert", 14))   # seed 14's int8 is of seed 14's student
+    assert "2 training seeds (13, 14)" in (out / "comparison.md").read_text()
+
+    # A run whose predictions changed since it wrote them is made again, not read.
+    kept = run_dir_of(out, "distilbert+int8", 14) / "predictions.safetensors"
+    changed = bytearray(kept.read_bytes())
+    changed[-1] ^= 1
+    kept.write_bytes(bytes(changed))
+    again = run_cli(*args, env=compared["env"])
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["reused"] == ["distilbert@13", "int8@13", "distilbert+int8@13", "distilbert@14"]
 
 
 def test_unknown_method_is_one_line(compared):
@@ -162,15 +204,15 @@ def test_ray_executor_trains_through_a_local_ray_instance_and_writes_the_same_ro
     args[args.index("--out") + 1] = str(out)
     done = run_cli(*args, env={**compared["env"], "OMP_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Started a local Ray instance" in done.stderr and "finished distilbert+int8 (ray)" in done.stderr
+    assert "Started a local Ray instance" in done.stderr and "finished distilbert+int8@13 (ray)" in done.stderr
     ours = json.loads(done.stdout)
     assert ours["reused"] == [] and [m["method"] for m in ours["methods"]] == ["distilbert", "distilbert+int8"]
     theirs = {m["method"]: m for m in compared["first"]["methods"]}
     for row in ours["methods"]:
         same = ("params", "size_bytes", "accuracy", "macro_f1", "retention", "backend", "steps")
         assert {k: row[k] for k in same} == {k: theirs[row["method"]][k] for k in same}
-    parent = json.loads((out / "runs" / "distilbert+int8" / "metrics.json").read_text())["chain"][0]
-    assert parent["run_dir"] == str(out / "runs" / "distilbert")   # the pipeline's step ran after its parent
+    parent = json.loads((run_dir_of(out, "distilbert+int8", 13) / "metrics.json").read_text())["chain"][0]
+    assert parent["run_dir"] == str(run_dir_of(out, "distilbert", 13))   # the pipeline's step ran after its parent
 
 
 def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
@@ -187,15 +229,15 @@ def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
 def test_a_run_made_with_other_option_defaults_is_trained_again(compared):
     # A run recorded when an option's default was another value (here ALBERT's augmentation, int8's backend),
     # or when its method's recipe was another (DistilBERT's epochs), is not reused.
-    saved = compared["out"] / "runs" / "albert" / "config.json"
+    saved = run_dir_of(compared["out"], "albert", 13) / "config.json"
     config = json.loads(saved.read_text())
     config["options"]["augment_copies"] += 1
     saved.write_text(json.dumps(config))
-    distilled = compared["out"] / "runs" / "distilbert" / "config.json"
+    distilled = run_dir_of(compared["out"], "distilbert", 13) / "config.json"
     recipe = json.loads(distilled.read_text())["recipe"]
     recipe["stages"][0]["epochs"] += 1
     distilled.write_text(json.dumps(json.loads(distilled.read_text()) | {"recipe": recipe}))
-    quantized = compared["out"] / "runs" / "int8" / "config.json"
+    quantized = run_dir_of(compared["out"], "int8", 13) / "config.json"
     assert json.loads(quantized.read_text())["options"] == {"backend": "auto"}
     quantized.write_text(json.dumps(json.loads(quantized.read_text()) | {"options": {"backend": "torch"}}))
     done = run_cli(*compared["args"], "--methods", "albert,distilbert,int8", env=compared["env"])

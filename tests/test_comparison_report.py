@@ -21,7 +21,7 @@ from compress.reports.comparison import (
     validate_comparison,
     write_comparison,
 )
-from compress.reports.plots import pareto_front
+from compress.reports.verdicts import pareto_front
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FILES = ("comparison.json", "comparison.md", "comparison.html", "accuracy_vs_latency.png",
@@ -113,7 +113,7 @@ def test_validate_names_method_and_missing_field(comparison):
 
 
 def test_validate_rejects_schema_version_and_empty_methods(comparison):
-    for version in (3, "1", None):
+    for version in (4, "1", None):
         with pytest.raises(CompressError, match="schema_version"):
             validate_comparison({**comparison, "schema_version": version})
     without = {k: v for k, v in comparison.items() if k != "schema_version"}

@@ -141,16 +141,16 @@ def test_a_comparison_stays_inside_its_folder_whatever_its_options_say(tiny):
     assert done.returncode == 0, done.stderr
     assert (landing / "precious.txt").read_text() == "years of work"
     assert {p for p in root.rglob("*") if not p.is_relative_to(out)} == outside
-    runs = [p for p in (out / "runs").iterdir() if not p.name.startswith(".")]
+    runs = [p for p in (out / "runs" / "seed-13").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 1 and runs[0].name == run_dir_name(ESCAPE)
     assert owned(runs[0], "run") and owned(out, "comparison")
     row = json.loads((out / "comparison.json").read_text())["methods"][0]
-    assert Path(row["run_dir"]).resolve().parent == (out / "runs").resolve()
+    assert Path(row["run_dir"]).resolve().parent == (out / "runs" / "seed-13").resolve()
 
     # the comparison is ours: asked again, it reuses its run; a user's directory planted in runs/ is refused
     again = _compare(tiny, out, ESCAPE, cwd=cwd)
     assert again.returncode == 0 and "reused 1" in again.stderr, again.stderr
-    planted = run_dir_of(out, plan_runs(["int8[backend=torch]"])[0].name)
+    planted = run_dir_of(out, plan_runs(["int8[backend=torch]"])[0].name, 13)
     planted.mkdir()
     (planted / "precious.txt").write_text("mine")
     refused = _compare(tiny, out, "int8[backend=torch]", cwd=cwd)
@@ -174,15 +174,18 @@ def test_any_other_text_is_one_safe_path_component_told_apart_by_a_digest(text, 
     name = run_dir_name(text)
     assert "/" not in name and name not in (".", "..") and not name.startswith(".") and len(name) <= 100
     assert run_dir_name(text + "1") != name
-    assert run_dir_of(tmp_path, text).resolve().parent == (tmp_path / "runs").resolve()
+    assert run_dir_of(tmp_path, text, 13).resolve().parent == (tmp_path / "runs" / "seed-13").resolve()
 
 
 def test_a_link_planted_in_runs_cannot_send_a_run_elsewhere(tmp_path):
-    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "seed-13").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
-    os.symlink(tmp_path / "elsewhere", tmp_path / "runs" / "distilbert")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "runs" / "seed-13" / "distilbert")
     with pytest.raises(CompressError, match="outside"):
-        run_dir_of(tmp_path, "distilbert")
+        run_dir_of(tmp_path, "distilbert", 13)
+    os.symlink(tmp_path / "elsewhere", tmp_path / "runs" / "seed-14")   # a seed's directory planted as a link
+    with pytest.raises(CompressError, match="outside"):
+        run_dir_of(tmp_path, "distilbert", 14)
 
 
 def _run_like(directory: Path) -> Path:

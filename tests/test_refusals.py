@@ -111,6 +111,9 @@ REFUSALS: list[tuple[str, str]] = [
     ("compare --methods distilbert --out {in}/reviews.csv", "is a file, not a directory"),
     ("compare --methods distilbert --out {in}/foreign", "is not a comparison compress wrote"),
     ("compare --methods distilbert --executor spark", "unknown executor 'spark'"),
+    ("compare --methods distilbert --seeds 13,13", "--seeds must give 1 to 20 different seeds"),
+    ("compare --methods distilbert --seeds x", "--seeds takes seeds separated by commas"),
+    ("compare --methods distilbert --seed 7 --seeds 3", "give --seed (one seed) or --seeds (several), not both"),
     # compress pretrain
     ("pretrain --objective xyz", "unknown objective 'xyz'"),
     ("pretrain --init random", "unknown init 'random'"),

@@ -65,7 +65,9 @@ def test_every_transform_applies_to_an_encoder_without_a_run_directory(tiny, nam
             assert made.model(batch["input_ids"], batch["attention_mask"]).logits.shape == (len(batch["labels"]), 2)
     else:
         assert made.artefact is not None and made.artefact.directory.parent == work
-        assert made.test is not None and 0 <= made.test.accuracy <= 1
+        # its test predictions, one row of logits per test example, made as its model must be scored
+        assert made.test is not None and made.test.logits.shape == (len(tiny["task"].splits["test"]), 2)
+        assert made.test.metrics().accuracy == made.test.correct.mean()
     assert not any(tmp_path.glob("runs*")) and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
     after = tiny["model"].state_dict()   # the input is the caller's: apply worked on the copy it was given
     assert all(torch.equal(before[k], after[k]) for k in before)

@@ -16,7 +16,7 @@ from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
 if TYPE_CHECKING:
-    from compress.reports.comparison_data import ShownComparison, ShownModel
+    from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
 
 
 def compare(
@@ -80,13 +80,20 @@ def compare(
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
 
 
-def _cells(model: ShownModel, retention: float | None, speedup: float | None) -> list[str]:
-    """A model's numbers as the summary prints them; one not measured is "–"."""
+def _cells(model: ShownModel, retention: float | None, speedup: float | None,
+           retention_interval: ShownInterval | None = None) -> list[str]:
+    """A model's numbers as the summary prints them (accuracy and retention ± the half-width of their intervals,
+    where the comparison has them); one not measured is "–"."""
     def cell(value: float | None, form: str, scale: float = 1.0, suffix: str = "") -> str:
         return "–" if value is None else f"{value / scale:{form}}{suffix}"
 
-    return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6), cell(model.accuracy, ".1%"),
-            cell(retention, ".1%"), cell(model.latency_ms_p50, ".1f"), cell(speedup, ".2f", suffix="x")]
+    def percent(value: float | None, interval: ShownInterval | None) -> str:
+        return cell(value, ".1%") if interval is None or value is None else \
+            f"{value:.1%} ± {100 * interval.half_width:.1f}"
+
+    return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6),
+            percent(model.accuracy, model.accuracy_interval), percent(retention, retention_interval),
+            cell(model.latency_ms_p50, ".1f"), cell(speedup, ".2f", suffix="x")]
 
 
 def _table(comparison: ShownComparison) -> Table:
@@ -105,7 +112,7 @@ def _table(comparison: ShownComparison) -> Table:
     teacher[3] = ""  # the teacher is the reference the retention of the others is taken against
     table.add_row("teacher", *teacher)
     for m in comparison.methods:
-        table.add_row(escape(m.method), *_cells(m, m.retention, m.speedup))
+        table.add_row(escape(m.method), *_cells(m, m.retention, m.speedup, m.retention_interval))
     return table
 
 

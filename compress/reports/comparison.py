@@ -31,13 +31,15 @@ from compress.reports.comparison_data import (
     MISSING,
     REQUIRED_METHOD_FIELDS,
     ShownComparison,
+    ShownInterval,
     ShownMethod,
     ShownModel,
     read_comparison,
     validate_comparison,
 )
-from compress.reports.plots import pareto_front, render_plots, steps_stem
+from compress.reports.plots import render_plots, steps_stem
 from compress.reports.records import Section
+from compress.reports.verdicts import front_names, verdicts
 
 __all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
            "render_markdown", "render_summary", "validate_comparison", "write_comparison"]
@@ -56,6 +58,13 @@ NOTES = (
     ("latency: median of batch-1 forward passes on the CPU; throughput: examples per second; "
      "speed-up: how many times faster than the teacher."),
     "–: not measured for that method.",
+)
+
+INTERVAL_NOTES = (
+    ("accuracy and retention: the mean over the seeds ± the half-width of its 95% interval (a bootstrap over the "
+     "test sentences and the seeds together; retention paired with the teacher on the same sentences)."),
+    ("speed-up: the median over rounds of the teacher's batch-1 latency / the model's, each round timing every "
+     "model once; in brackets the interquartile range of those ratios."),
 )
 
 NO_NUMBERS = ShownModel()   # a step of a pipeline that has no row of its own: nothing measured
@@ -89,11 +98,23 @@ def _speedup(x: float | None) -> str:
     return MISSING if x is None else f"{x:.2f}x"
 
 
+def _with_interval(x: float | None, interval: ShownInterval | None) -> str:
+    """A percentage, as ``97.8 ± 1.5`` when it has an interval."""
+    return _percent(x) if interval is None or x is None else f"{100 * x:.1f} ± {100 * interval.half_width:.1f}"
+
+
+def _speedup_cell(x: float | None, iqr: tuple[float, float] | None) -> str:
+    return _speedup(x) if iqr is None or x is None else f"{x:.2f}x ({iqr[0]:.2f}–{iqr[1]:.2f})"
+
+
 def _number_cells(model: ShownModel, retention: float | None, speedup: float | None) -> list[str]:
-    """Every column after the method name, formatted."""
+    """Every column after the method name, formatted (with its interval where the comparison has one)."""
+    method = model if isinstance(model, ShownMethod) else None
     return [_scaled(1e6, model.params), _scaled(1e6, model.size_bytes), _scaled(1e9, model.flops),
-            _percent(model.accuracy), _percent(retention), _scaled(1, model.latency_ms_p50),
-            _throughput(model.throughput), _speedup(speedup)]
+            _with_interval(model.accuracy, model.accuracy_interval),
+            _with_interval(retention, method.retention_interval if method else None),
+            _scaled(1, model.latency_ms_p50), _throughput(model.throughput),
+            _speedup_cell(speedup, method.speedup_iqr if method else None)]
 
 
 # --- the rows both renderers share -------------------------------------------------------------
@@ -128,18 +149,21 @@ def _warnings(comparison: ShownComparison) -> list[str]:
     return [f"⚠ {m.name}: {m.note}" for m in comparison.methods if m.note]
 
 
-def _tie(comparison: ShownComparison) -> float:
-    """The accuracy difference (a fraction) under which two models tie on the front."""
-    return comparison.context.accuracy_standard_error or 0.0
+def _notes(comparison: ShownComparison) -> tuple[str, ...]:
+    return NOTES + INTERVAL_NOTES if comparison.has_intervals else NOTES
 
 
-def _front_sentence(comparison: ShownComparison, front: list[str]) -> str:
-    tie = _tie(comparison)
+def _front_sentences(comparison: ShownComparison) -> list[str]:
+    """The front in one sentence, for a comparison without intervals (one with them says it in its verdicts)."""
+    front = front_names(comparison)
+    if comparison.has_intervals or not front:
+        return []
+    tie = comparison.context.accuracy_standard_error or 0.0
     test = comparison.dataset.test_size
     ties = (f" Accuracy differences within ±{100 * tie:.1f} points (one standard error of accuracy on "
             f"{test:,} test examples) are ties, and the faster model wins them." if tie and test else "")
-    return ("On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
-            + ", ".join(front) + "." + ties)
+    return ["On the accuracy / latency Pareto front (nothing else is both faster and more accurate): "
+            + ", ".join(front) + "." + ties]
 
 
 def _rows(comparison: ShownComparison) -> list[Row]:
@@ -189,21 +213,18 @@ def _title(comparison: ShownComparison) -> str:
 
 
 def _details(method: ShownMethod) -> list[str]:
-    """Kind, backend, dtype and run directory of a method, where recorded."""
+    """Kind, backend, dtype, run directory and each seed's accuracy of a method, where recorded."""
     shown = (("kind", method.kind), ("backend", method.backend), ("dtype", method.dtype), ("run", method.run_dir))
-    return [f"{label} {value}" for label, value in shown if value]
+    details = [f"{label} {value}" for label, value in shown if value]
+    if len(method.per_seed) > 1:
+        details.append("accuracy by seed " + ", ".join(f"{r.seed}: {_percent(r.accuracy)}%" for r in method.per_seed))
+    elif len(method.per_seed) == 1 and method.kind == "quantization":
+        details.append("one run: nothing in it depends on the seed")
+    return details
 
 
 def _explanation(method: ShownMethod) -> str:
     return method.explanation or "No explanation was recorded for this method."
-
-
-def _front_names(comparison: ShownComparison) -> list[str]:
-    """Names of the models on the accuracy / latency Pareto front, fastest first."""
-    measured = [(name, m.latency_ms_p50, m.accuracy) for name, m in comparison.models()]
-    points = [(name, x, y) for name, x, y in measured if x is not None and y is not None]
-    front = [points[i] for i in pareto_front([(x, y) for _, x, y in points], _tie(comparison))]
-    return [name for name, _, _ in sorted(front, key=lambda m: (m[1], m[2]))]
 
 
 def _change(before: ShownModel, after: ShownModel) -> str:
@@ -287,13 +308,13 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     lines = [f"# {_md(_title(shown))}", ""]
     if _context_line(shown):
         lines += [_md(" · ".join(_context_line(shown))), ""]
+    if said := verdicts(shown):
+        lines += [_md(" ".join(said)), ""]
     lines += _md_table(_rows(shown))
-    front = _front_names(shown)
-    if front:
-        lines += ["", _md(_front_sentence(shown, front))]
+    lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     warnings = _warnings(shown)
     lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []
-    lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in NOTES]
+    lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in _notes(shown)]
     if shown.pipelines():
         lines += ["", "## What each step of a pipeline bought", ""]
         for pipeline in shown.pipelines():
@@ -338,9 +359,10 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if shown.context.created:
         made += f", {_md(shown.context.created)}"
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]
+    if said := verdicts(shown):
+        lines += [_md(" ".join(said)), ""]
     lines += _md_table([Row(row.short or row.name, None, row.cells) for row in _rows(shown)])
-    if front := _front_names(shown):
-        lines += ["", _md(_front_sentence(shown, front))]
+    lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     lines += [_md(w) + "  " for w in _warnings(shown)]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -392,7 +414,7 @@ def _html_table(rows: list[Row], headers: tuple[str, ...] = HEADERS, css_class: 
 
 def _alt_texts(comparison: ShownComparison) -> dict[str, str]:
     count = len(comparison.methods)
-    front = ", ".join(_front_names(comparison)) or "none"
+    front = ", ".join(front_names(comparison)) or "none"
     return {
         "accuracy_vs_latency": f"Scatter plot of test accuracy (%) against batch-1 latency p50 (ms) for the "
                                f"teacher and {count} methods; bubble area is proportional to parameters and a "
@@ -456,18 +478,17 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
     """A self-contained HTML5 page: table ``#comparison``, embedded plots, one section per method."""
     shown = read_comparison(comparison)
     title = html.escape(_title(shown))
-    front = _front_names(shown)
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
         f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(shown)))}</p>',
+        *(f'<p class="verdicts">{html.escape(" ".join(said))}</p>' for said in [verdicts(shown)] if said),
         "<h2>Results</h2>", _html_table(_rows(shown)),
     ]
-    if front:
-        parts.append(f"<p>{html.escape(_front_sentence(shown, front))}</p>")
+    parts += [f"<p>{html.escape(sentence)}</p>" for sentence in _front_sentences(shown)]
     parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(shown)]
-    parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in NOTES) + "</ul>")
+    parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(shown)) + "</ul>")
     figures = _html_figures(shown, plots)
     if figures:
         parts += ["<h2>Plots</h2>", *figures]

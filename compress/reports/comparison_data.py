@@ -49,7 +49,7 @@ def _validate_method(index: int, method: object) -> None:
 
 
 def validate_comparison(data: object) -> None:
-    """Raise :class:`CompressError` unless ``data`` is a schema-1 or -2 comparison with complete methods."""
+    """Raise :class:`CompressError` unless ``data`` is a comparison of a readable schema with complete methods."""
     if not isinstance(data, dict):
         raise CompressError("The comparison is not a JSON object; expected a dict with schema_version and methods.")
     if "schema_version" not in data:
@@ -99,7 +99,44 @@ def _strings(value: object, what: str) -> list[str]:
     return [MISSING if item is None else str(item) for item in value]
 
 
+def _numbers(value: object) -> tuple[float, ...]:
+    """A list of numbers (per-round latencies); the numbers of it that are finite, or () for anything else."""
+    return tuple(x for x in map(number, value) if x is not None) if isinstance(value, list) else ()
+
+
 # --- what the report shows ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShownInterval:
+    """An estimate and its confidence interval (fractions), as comparison.json (schema 3) keeps them."""
+
+    estimate: float
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    @classmethod
+    def read(cls, value: object) -> ShownInterval | None:
+        """The interval ``value`` holds, or None when it is missing or not a well-formed interval."""
+        data = _object(value)
+        estimate, low, high = (number(data.get(key)) for key in ("estimate", "low", "high"))
+        if estimate is None or low is None or high is None or not low <= high:
+            return None
+        return cls(estimate, low, high)
+
+    def negated(self) -> ShownInterval:
+        return ShownInterval(-self.estimate, -self.high, -self.low)
+
+
+@dataclass(frozen=True)
+class ShownSeed:
+    seed: int | float | None
+    accuracy: float | None
+    retention: float | None
+
 
 @dataclass(frozen=True, kw_only=True)
 class ShownModel:
@@ -112,11 +149,15 @@ class ShownModel:
     latency_ms_p50: float | None = None
     throughput: float | None = None
     params_by_component: dict[str, float | None] | None = None   # None: no breakdown recorded
+    accuracy_interval: ShownInterval | None = None   # schema 3: over the test sentences (and seeds)
+    latency_rounds: tuple[float, ...] = ()           # schema 3: batch-1 latency in each round, ms
 
     @staticmethod
-    def _measures(data: dict[str, object]) -> dict[str, float | None]:
+    def _measures(data: dict[str, object]) -> dict[str, Any]:
         return {key: number(data.get(key))
-                for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")}
+                for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")} | {
+            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")),
+            "latency_rounds": _numbers(data.get("latency_rounds_ms"))}
 
     @staticmethod
     def _components(data: dict[str, object]) -> dict[str, float | None] | None:
@@ -151,6 +192,9 @@ class ShownMethod(ShownModel):
     speedup: float | None = None
     steps: tuple[str, ...] = ()         # a pipeline's rows from its first step to this one (schema 2)
     sections: tuple[Section, ...] = ()  # its own part of the report, under its explanation
+    retention_interval: ShownInterval | None = None     # schema 3
+    speedup_iqr: tuple[float, float] | None = None      # schema 3: the per-round ratios' quartiles
+    per_seed: tuple[ShownSeed, ...] = ()                # schema 3: one entry per run (per seed)
 
     @property
     def name(self) -> str:
@@ -167,7 +211,12 @@ class ShownMethod(ShownModel):
                    explanation=_text(data.get("explanation")), retention=number(data.get("retention")),
                    speedup=number(data.get("speedup")),
                    steps=tuple(str(step) for step in steps) if isinstance(steps, list) else (),
-                   sections=_sections(method, data))
+                   sections=_sections(method, data),
+                   retention_interval=ShownInterval.read(data.get("retention_interval")),
+                   speedup_iqr=iqr if len(iqr := _numbers(data.get("speedup_iqr"))) == 2 else None,
+                   per_seed=tuple(ShownSeed(_as_given(r.get("seed")), number(r.get("accuracy")),
+                                            number(r.get("retention")))
+                                  for r in map(_object, data.get("per_seed") or []) if r))
 
 
 def _sections(method: str, data: dict[str, object]) -> tuple[Section, ...]:
@@ -234,7 +283,9 @@ class ShownContext:
     cpu: str | None = None                          # the CPU's model name
     other_cpus: float | None = None                 # CPUs other processes kept busy while speed was measured
     created: str | None = None
-    accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties
+    accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties (schema < 3)
+    seeds: tuple[int | float, ...] = ()             # schema 3: the seeds every seeded run was trained with
+    rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -242,7 +293,10 @@ class ShownContext:
                    cpu=_text(_object(_object(data.get("manifest")).get("cpu")).get("model")),
                    other_cpus=number(_object(data.get("speed")).get("other_cpus")),
                    created=_text(data.get("created")),
-                   accuracy_standard_error=number(data.get("accuracy_standard_error")))
+                   accuracy_standard_error=number(data.get("accuracy_standard_error")),
+                   seeds=tuple(x for x in map(_as_given, data.get("seeds") or []) if x is not None)
+                   if isinstance(data.get("seeds"), list) else (),
+                   rounds=_as_given(_object(data.get("speed")).get("rounds")))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +308,22 @@ class ShownComparison:
     methods: tuple[ShownMethod, ...]
     dataset: ShownDataset
     context: ShownContext
+    differences: dict[tuple[str, str], ShownInterval] = field(default_factory=dict)   # (a, b): a's minus b's
+
+    @property
+    def has_intervals(self) -> bool:
+        """Whether every model has its accuracy interval and its latency rounds, and every two models (the
+        teacher among them) their paired difference (schema 3): the report then judges differences by intervals, not by a tie rule."""
+        names, models = zip(*self.models()) if self.models() else ((), ())
+        return bool(models) and all(m.accuracy_interval and m.latency_rounds for m in models) and \
+            all(self.difference(a, b) is not None for i, a in enumerate(names) for b in names[i + 1:])
+
+    def difference(self, a: str, b: str) -> ShownInterval | None:
+        """The accuracy of ``a`` minus that of ``b``, with its paired interval, when recorded."""
+        if (a, b) in self.differences:
+            return self.differences[(a, b)]
+        found = self.differences.get((b, a))
+        return found.negated() if found is not None else None
 
     def models(self) -> list[tuple[str, ShownModel]]:
         """(short name, numbers) of the teacher, if any, and each method: the points the plots and the front use."""
@@ -277,4 +347,15 @@ def read_comparison(data: dict[str, Any] | ShownComparison) -> ShownComparison:
         teacher=ShownTeacher.from_json(teacher) if isinstance(teacher, dict) else None,
         methods=tuple(ShownMethod.from_json(m) for m in data["methods"]),
         dataset=ShownDataset.from_json(_object(data.get("dataset"))),
-        context=ShownContext.from_json(data))
+        context=ShownContext.from_json(data),
+        differences=_differences(data.get("differences")))
+
+
+def _differences(value: object) -> dict[tuple[str, str], ShownInterval]:
+    """The paired accuracy differences a comparison recorded (schema 3), each well-formed one by its pair."""
+    found = {}
+    for entry in map(_object, value if isinstance(value, list) else []):
+        interval = ShownInterval.read(entry.get("accuracy"))
+        if isinstance(entry.get("a"), str) and isinstance(entry.get("b"), str) and interval is not None:
+            found[(entry["a"], entry["b"])] = interval
+    return found

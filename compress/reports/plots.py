@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -24,6 +25,7 @@ from matplotlib.transforms import Bbox
 
 from compress.models.accounting import COMPONENTS
 from compress.reports.comparison_data import ShownComparison, ShownMethod, ShownModel, number, read_comparison
+from compress.reports.verdicts import front_names
 
 DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
@@ -36,25 +38,7 @@ COMPONENT_COLORS = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f",
                     "#8cd17d", "#b6992d", "#e15759", "#79706e", "#d37295")
 
 
-__all__ = ["number", "pareto_front", "pipelines", "render_plots", "steps_stem"]   # number: read_comparison's
-
-
-def pareto_front(points: list[tuple[float, float]], tie: float = 0.0) -> list[int]:
-    """Indices (ascending) of the ``(latency, accuracy)`` points on the front: lower latency and higher
-    accuracy are better.
-
-    Walking from the fastest point to the slowest, a point joins the front when it is more accurate
-    than every faster point on the front by more than ``tie``: an accuracy difference inside ``tie``
-    (the test split's standard error) is a tie, and at a tie the faster model wins. With ``tie`` 0
-    this is the usual front (no other point at least as fast and as accurate, better on one); exact
-    duplicates are all kept. NaN points are never on the front.
-    """
-    valid = [i for i, (x, y) in enumerate(points) if not (math.isnan(x) or math.isnan(y))]
-    front: list[int] = []
-    for i in sorted(valid, key=lambda i: (points[i][0], -points[i][1])):
-        if not front or points[i][1] > points[front[-1]][1] + tie or points[i] == points[front[-1]]:
-            front.append(i)
-    return sorted(front)
+__all__ = ["number", "pipelines", "render_plots", "steps_stem"]   # number: read_comparison's
 
 
 def _to_png(fig: Figure) -> bytes:
@@ -98,6 +82,8 @@ class Point:
     x: float                 # batch-1 latency p50, ms
     y: float                 # test accuracy, %
     params: float | None     # the bubble's area; None draws a small cross
+    y_range: tuple[float, float] | None = None   # the accuracy's 95% interval, %
+    x_range: tuple[float, float] | None = None   # the quartiles of its latency over the rounds, ms
 
 
 def _scatter_points(comparison: ShownComparison) -> tuple[list[Point], list[str]]:
@@ -109,7 +95,10 @@ def _scatter_points(comparison: ShownComparison) -> tuple[list[Point], list[str]
         if m.latency_ms_p50 is None or m.accuracy is None:
             missing.append(name)
             continue
-        points.append(Point(name, kind, m is comparison.teacher, m.latency_ms_p50, 100 * m.accuracy, m.params))
+        interval, rounds = m.accuracy_interval, m.latency_rounds
+        points.append(Point(name, kind, m is comparison.teacher, m.latency_ms_p50, 100 * m.accuracy, m.params,
+                            (100 * interval.low, 100 * interval.high) if interval else None,
+                            tuple(np.percentile(rounds, [25, 75])) if rounds else None))
     return points, missing
 
 
@@ -123,9 +112,9 @@ def _overlaps(box: Bbox, others: Sequence[Bbox]) -> bool:
     return any(box.overlaps(o) for o in others)
 
 
-def _front_steps(ax: Axes, points: list[Point], tie: float) -> list[Bbox]:
+def _front_steps(ax: Axes, front: list[Point]) -> list[Bbox]:
     """Display-space boxes around the segments of the Pareto step line, so labels avoid it."""
-    xy = [ax.transData.transform((p.x, p.y)) for p in _front_sorted(points, tie)]
+    xy = [ax.transData.transform((p.x, p.y)) for p in front]
     boxes = []
     for (x0, y0), (x1, y1) in itertools.pairwise(xy):
         boxes.append(Bbox.from_extents(x0, y0 - 2, x1, y0 + 2))                       # across
@@ -146,14 +135,14 @@ def _segment_boxes(ax: Axes, segments: list[tuple[tuple[float, float], tuple[flo
     return boxes
 
 
-def _place_labels(fig: Figure, ax: Axes, points: list[Point], areas: list[float], tie: float,
+def _place_labels(fig: Figure, ax: Axes, points: list[Point], areas: list[float], front: list[Point],
                   arrows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
     """Annotate each point with its name beside its bubble, avoiding labels, bubbles and the front."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     fig.set_layout_engine("none")  # freeze the layout so the positions measured here stay true
     inside = ax.get_window_extent(renderer)
-    steps = _front_steps(ax, points, tie) + _segment_boxes(ax, arrows)
+    steps = _front_steps(ax, front) + _segment_boxes(ax, arrows)
     scale = fig.dpi / 72
     bubbles = []
     for p, area in zip(points, areas):
@@ -186,15 +175,14 @@ def _place_labels(fig: Figure, ax: Axes, points: list[Point], areas: list[float]
         placed.append(chosen)
 
 
-def _front_sorted(points: list[Point], tie: float) -> list[Point]:
-    """The Pareto-optimal points (accuracy differences within ``tie`` points are ties), fastest first."""
-    front = [points[i] for i in pareto_front([(p.x, p.y) for p in points], tie)]
-    return sorted(front, key=lambda p: (p.x, p.y))
+def _front_points(comparison: ShownComparison, points: list[Point]) -> list[Point]:
+    """The points on the Pareto front (:func:`compress.reports.verdicts.front_names`), fastest first."""
+    by_name = {p.name: p for p in points}
+    return [by_name[name] for name in front_names(comparison) if name in by_name]
 
 
-def _draw_front(ax: Axes, points: list[Point], areas: list[float], tie: float) -> None:
+def _draw_front(ax: Axes, points: list[Point], areas: list[float], front: list[Point]) -> None:
     """The front as a dashed step line (best accuracy reachable within each latency) and rings."""
-    front = _front_sorted(points, tie)
     xs, ys = [p.x for p in front], [p.y for p in front]
     ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
     ax.scatter(xs, ys, s=[areas[points.index(p)] for p in front], facecolors="none", edgecolors="black",
@@ -219,7 +207,7 @@ def _draw_pipelines(ax: Axes, comparison: ShownComparison, points: list[Point],
     return drawn
 
 
-def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float, arrows: bool, tie: float) -> None:
+def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float, arrows: bool, front: str) -> None:
     """A legend of what colour and ring mean, and one of reference bubble sizes."""
     handles = [Line2D([], [], marker="D", linestyle="", color=TEACHER_COLOR, label="teacher")] if teacher else []
     for kind, color in KIND_COLORS.items():
@@ -231,7 +219,7 @@ def _legends(ax: Axes, kinds: set[str | None], teacher: bool, largest: float, ar
         handles.append(Line2D([], [], color=STEP_COLOR, linewidth=1.3, label="pipeline step"))
     handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="black",
                           markeredgewidth=2, color="black", linestyle="--",
-                          label="Pareto front" + (f"\n(±{tie:.1f} points\ncount as ties)" if tie > 0 else "")))
+                          label=front))
     first = ax.legend(handles=handles, title="model", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                       fontsize=9, title_fontsize=9, frameon=False)
     ax.add_artist(first)
@@ -259,6 +247,9 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
     """Test accuracy (%) against batch-1 latency p50 (ms); bubble area is proportional to parameters."""
     points, missing = _scatter_points(comparison)
     tie = 100 * (comparison.context.accuracy_standard_error or 0.0)
+    front = _front_points(comparison, points)
+    legend = ("Pareto front\n(beyond the\nintervals)" if comparison.has_intervals else
+              "Pareto front" + (f"\n(±{tie:.1f} points\ncount as ties)" if tie > 0 else ""))
     fig = Figure(figsize=(9.0, 5.6), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     largest = max((p.params for p in points if p.params is not None), default=0.0)
@@ -268,9 +259,13 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
         marker = "D" if p.teacher else ("o" if p.params is not None else "x")
         ax.scatter([p.x], [p.y], s=area, marker=marker, color=color, alpha=0.7,
                    edgecolors="white" if marker != "x" else None, linewidths=0.8, zorder=3)
+        if p.y_range or p.x_range:  # the accuracy's interval up and down, the latency's quartiles across
+            ax.errorbar([p.x], [p.y], fmt="none", ecolor=color, elinewidth=1.2, capsize=3, zorder=2.5,
+                        yerr=[[max(p.y - p.y_range[0], 0)], [max(p.y_range[1] - p.y, 0)]] if p.y_range else None,
+                        xerr=[[max(p.x - p.x_range[0], 0)], [max(p.x_range[1] - p.x, 0)]] if p.x_range else None)
     arrows = _draw_pipelines(ax, comparison, points, areas)
     if points:
-        _draw_front(ax, points, areas, tie)
+        _draw_front(ax, points, areas, front)
         ax.margins(x=0.15, y=0.2)
     else:
         ax.text(0.5, 0.5, "no model has both accuracy and latency measured", ha="center",
@@ -282,14 +277,14 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
     ax.set_axisbelow(True)
     if points:
         _legends(ax, {p.kind for p in points if not p.teacher}, any(p.teacher for p in points), largest,
-                 bool(arrows), tie)
+                 bool(arrows), legend)
     if missing:
         ax.text(0.0, -0.14, "not plotted (no latency or accuracy measured): " + ", ".join(missing),
                 transform=ax.transAxes, fontsize=8, color="#555555", va="top")
     if points:
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
-        _place_labels(fig, ax, points, areas, tie, arrows)
+        _place_labels(fig, ax, points, areas, front, arrows)
     return _to_png(fig)
 
 

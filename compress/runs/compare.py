@@ -395,7 +395,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         command=config.command,
         seeds=list(config.seeds),
         intervals=SETTINGS,
-        differences=differences(correct),
+        differences=differences({"teacher": teacher_predictions.correct[None], **correct}),
     )
     write_comparison(comparison.to_dict(), out)
     return out, comparison

@@ -49,5 +49,6 @@ def method_intervals(rows: np.ndarray, teacher: Predictions) -> tuple[IntervalRe
 
 
 def differences(rows: dict[str, np.ndarray]) -> list[Difference]:
-    """The accuracy difference of every two methods (in the order given: ``a`` before ``b``), paired."""
+    """The accuracy difference of every two models (the teacher among them; in the order given: ``a`` before
+    ``b``), paired."""
     return [Difference(a, b, record(difference_interval(rows[a], rows[b]))) for a, b in combinations(rows, 2)]

@@ -1,0 +1,181 @@
+"""What a comparison may claim: which models are on the Pareto front, and which differences are real.
+
+A comparison of schema 3 has intervals: each model's accuracy and retention (95%, over the test sentences and
+the seeds), the paired difference of every two models' accuracies, and each model's batch-1 latency in every
+round of timing. There a difference is claimed only beyond its interval: model A is *faster* than B when, in
+at least three rounds out of four, B took longer than A (the first quartile of B's latency / A's latency, round
+by round, is above 1); A is *more accurate* when the whole interval of A's accuracy minus B's is above 0. The
+front keeps a model unless another is both, and a "keeps >= 97%" claim needs the retention interval's lower end
+at or above 97%.
+
+An older comparison (one seed, no intervals) keeps the rule it was written with: accuracy differences within
+one standard error of the teacher's accuracy are ties, and the faster model wins them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
+from compress.stats import ratio_quartiles
+
+RETENTION_TARGET = 0.97   # "keeps >= 97% of the teacher's accuracy": the bar the reference numbers use
+
+
+def pareto_front(points: list[tuple[float, float]], tie: float = 0.0) -> list[int]:
+    """Indices (ascending) of the ``(latency, accuracy)`` points on the front: lower latency and higher
+    accuracy are better.
+
+    Walking from the fastest point to the slowest, a point joins the front when it is more accurate
+    than every faster point on the front by more than ``tie``: an accuracy difference inside ``tie``
+    (the test split's standard error) is a tie, and at a tie the faster model wins. With ``tie`` 0
+    this is the usual front (no other point at least as fast and as accurate, better on one); exact
+    duplicates are all kept. NaN points are never on the front.
+    """
+    valid = [i for i, (x, y) in enumerate(points) if not (math.isnan(x) or math.isnan(y))]
+    front: list[int] = []
+    for i in sorted(valid, key=lambda i: (points[i][0], -points[i][1])):
+        if not front or points[i][1] > points[front[-1]][1] + tie or points[i] == points[front[-1]]:
+            front.append(i)
+    return sorted(front)
+
+
+@dataclass(frozen=True)
+class SpeedRatio:
+    """How many times faster one model is than another: the median of the per-round ratios and their quartiles."""
+
+    median: float
+    q1: float
+    q3: float
+
+    @property
+    def beyond(self) -> bool:
+        """Faster in at least three rounds of four."""
+        return self.q1 > 1
+
+    def text(self) -> str:
+        return f"{self.median:.2f}× (IQR {self.q1:.2f}–{self.q3:.2f}×)"
+
+
+def speed_ratio(fast: ShownModel, slow: ShownModel) -> SpeedRatio | None:
+    """``slow``'s latency over ``fast``'s, round by round (None without rounds timed together)."""
+    if not fast.latency_rounds or len(fast.latency_rounds) != len(slow.latency_rounds):
+        return None
+    return SpeedRatio(*ratio_quartiles(list(slow.latency_rounds), list(fast.latency_rounds)))
+
+
+def points_text(interval: ShownInterval) -> str:
+    """A difference of accuracies in points with its interval: ``+0.4 points (interval −0.8 to +1.6)``."""
+    def signed(x: float) -> str:
+        points = round(100 * x, 1)
+        return "0.0" if points == 0 else f"{points:+.1f}".replace("-", "−")
+    return f"{signed(interval.estimate)} points (interval {signed(interval.low)} to {signed(interval.high)})"
+
+
+def percent_range(interval: ShownInterval) -> str:
+    return f"{100 * interval.low:.1f}–{100 * interval.high:.1f}%"
+
+
+def _names(comparison: ShownComparison) -> dict[str, ShownModel]:
+    return dict(comparison.models())
+
+
+def front_names(comparison: ShownComparison) -> list[str]:
+    """The models on the accuracy / latency Pareto front, fastest first: by the intervals where the comparison
+    has them, else by the standard-error tie rule."""
+    models = [(name, m) for name, m in comparison.models() if m.latency_ms_p50 is not None and m.accuracy is not None]
+    if comparison.has_intervals:
+        front = [(name, m) for name, m in models if _beaten_by(comparison, name) is None]
+    else:
+        tie = comparison.context.accuracy_standard_error or 0.0
+        front = [models[i] for i in pareto_front([(m.latency_ms_p50, m.accuracy) for _, m in models], tie)]
+    return [name for name, _ in sorted(front, key=lambda item: (item[1].latency_ms_p50, -(item[1].accuracy or 0)))]
+
+
+def _beaten_by(comparison: ShownComparison, name: str) -> tuple[str, SpeedRatio, ShownInterval] | None:
+    """A model faster and more accurate than ``name`` beyond the intervals (the fastest such), or None."""
+    models = _names(comparison)
+    found = []
+    for other, model in models.items():
+        ratio, difference = speed_ratio(model, models[name]), comparison.difference(other, name)
+        if other != name and ratio is not None and ratio.beyond and difference is not None and difference.low > 0:
+            found.append((ratio.median, other, ratio, difference))
+    return max(found)[1:] if found else None
+
+
+def verdicts(comparison: ShownComparison) -> list[str]:
+    """The paragraph at the top of a report with intervals: what the intervals count, which models keep 97% of
+    the teacher beyond doubt, the front, and for each two neighbours on it whether their speed and accuracy
+    differ beyond the intervals. Empty for a comparison without intervals."""
+    if not comparison.has_intervals:
+        return []
+    return [_scope(comparison), *_retention(comparison), *_front(comparison)]
+
+
+def _scope(comparison: ShownComparison) -> str:
+    seeds, test = comparison.context.seeds, comparison.dataset.test_size
+    sentences = f"{test:,} test sentences" if test else "the test sentences"
+    if len(seeds) > 1:
+        counted = (f"{len(seeds)} training seeds ({', '.join(map(str, seeds))}) and {sentences}: each interval is a "
+                   "95% bootstrap interval over both")
+    else:
+        counted = (f"one training seed and {sentences}: each interval counts the test sentences only, and another "
+                   "seed moves a student's accuracy too (compare with --seeds 3 to count it)")
+    rounds = f"; speed-ups are medians of {comparison.context.rounds} rounds with their interquartile range" \
+        if comparison.context.rounds else ""
+    return f"Measured with {counted}{rounds}."
+
+
+def _retention(comparison: ShownComparison) -> list[str]:
+    kept, unsure, below = [], [], []
+    for m in comparison.methods:
+        interval = m.retention_interval
+        if interval is None:
+            continue
+        entry = f"{m.method} ({percent_range(interval)})"
+        (kept if interval.low >= RETENTION_TARGET else below if interval.high < RETENTION_TARGET else unsure).append(
+            entry)
+    target = f"{100 * RETENTION_TARGET:.0f}%"
+    out = []
+    if kept:
+        out.append(f"Keep at least {target} of the teacher's accuracy, the whole interval of retention at or above "
+                   f"it: {', '.join(kept)}.")
+    if unsure:
+        out.append(f"Cannot be told from {target} (the interval holds it): {', '.join(unsure)}.")
+    if below:
+        out.append(f"Below {target} beyond the interval: {', '.join(below)}.")
+    return out
+
+
+def _called(name: str) -> str:
+    return "the teacher" if name == "teacher" else name
+
+
+def _front(comparison: ShownComparison) -> list[str]:
+    front = front_names(comparison)
+    models = _names(comparison)
+    out = [f"On the Pareto front, where no other model is both faster and more accurate beyond the intervals: "
+           f"{', '.join(map(_called, front))}."]
+    for name in models:
+        beaten = _beaten_by(comparison, name) if name not in front else None
+        if beaten is not None:
+            other, ratio, difference = beaten
+            out.append(f"Off it: {_called(name)}, as {_called(other)} is faster by {ratio.text()} and more accurate "
+                       f"by {points_text(difference)}.")
+    for fast, slow in itertools.pairwise(front):
+        ratio, difference = speed_ratio(models[fast], models[slow]), comparison.difference(slow, fast)
+        if ratio is None or difference is None:
+            continue
+        quick, careful = _called(fast), _called(slow)
+        speed = (f"{quick} is faster than {careful} by {ratio.text()}" if ratio.beyond else
+                 f"{quick} and {careful} cannot be told apart in speed ({ratio.text()})")
+        if difference.low > 0:
+            accuracy = f"{careful} is more accurate by {points_text(difference)}"
+        elif difference.high < 0:
+            accuracy = f"{quick} is more accurate by {points_text(difference.negated())}"
+        else:
+            accuracy = f"their accuracies are not distinguishable ({careful} minus {quick}: {points_text(difference)})"
+        out.append(f"{speed}; {accuracy}.".replace("the teacher", "The teacher", speed.startswith("the ")))
+    return out

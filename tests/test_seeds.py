@@ -1,0 +1,143 @@
+"""Comparisons over seeds: which runs a seed repeats, the predictions the statistics pair, and what the report may
+claim from intervals (the front, the 97% bar, the sentences at its top)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from compress.errors import CompressError
+from compress.predictions import Predictions, load_predictions, save_predictions
+from compress.reports.comparison import render_markdown
+from compress.reports.comparison_data import read_comparison
+from compress.reports.verdicts import front_names, verdicts
+from compress.runs.compare import parse_seeds, plan_runs, plan_seeds
+from compress.stats import ratio_quartiles
+
+
+@pytest.mark.parametrize(("text", "seeds"), [("13,14,15", [13, 14, 15]), ("3", [13, 14, 15]), ("14,", [14]),
+                                             ("1", [13]), ("7, 5", [7, 5])])
+def test_seeds_are_a_list_or_a_count_from_the_default(text, seeds):
+    assert parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["0", "a,b", "13,13", "-1,2", "21", ",", "1.5"])
+def test_bad_seeds_are_one_sentence(text):
+    with pytest.raises(CompressError, match="--seeds"):
+        parse_seeds(text)
+
+
+def test_a_run_that_does_not_depend_on_the_seed_is_made_once_and_parents_every_seed():
+    runs = plan_seeds(plan_runs(["distilbert", "int8", "prune-vocab+int8", "distilbert+int8", "static-int8"]),
+                      [13, 14])
+    assert [(r.name, r.parent) for r in runs] == [
+        ("distilbert@13", None), ("int8@13", None), ("prune-vocab@13", None), ("prune-vocab+int8@13", "prune-vocab@13"),
+        ("distilbert+int8@13", "distilbert@13"), ("static-int8@13", None),
+        # dynamic int8 and vocabulary pruning of the teacher sample nothing and train nothing: made once;
+        # static int8 samples its calibration sentences with the seed, and a student's int8 follows the student
+        ("distilbert@14", None), ("distilbert+int8@14", "distilbert@14"), ("static-int8@14", None)]
+    assert [r.seed for r in runs] == [13] * 6 + [14] * 3
+
+
+def test_predictions_round_trip_and_a_changed_file_is_refused(tmp_path):
+    logits = np.array([[0.2, 0.9], [1.5, -0.3], [0.1, 0.0]], dtype=np.float32)
+    made = Predictions(logits, np.array([1, 1, 0]))
+    assert made.correct.tolist() == [True, False, True] and made.metrics().accuracy == pytest.approx(2 / 3)
+    digest = save_predictions(made, tmp_path)
+    back = load_predictions(tmp_path, digest)
+    assert np.array_equal(back.logits, logits) and back.labels.tolist() == [1, 1, 0]
+    raw = bytearray((tmp_path / "predictions.safetensors").read_bytes())
+    raw[-1] ^= 1
+    (tmp_path / "predictions.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(CompressError, match="changed since"):
+        load_predictions(tmp_path, digest)
+    with pytest.raises(CompressError, match="older compress"):
+        load_predictions(tmp_path, None)
+
+
+def test_ratio_quartiles_are_numpys_percentiles_of_the_per_round_ratios():
+    teacher, model = [10.0, 12.0, 11.0, 30.0, 10.5], [5.0, 5.0, 5.5, 6.0, 5.0]
+    ratios = np.array(teacher) / np.array(model)
+    assert ratio_quartiles(teacher, model) == pytest.approx(tuple(np.percentile(ratios, [50, 25, 75])))
+
+
+# --- what a report with intervals claims --------------------------------------------------------------
+
+def _interval(estimate: float, half: float) -> dict:
+    return {"estimate": estimate, "low": estimate - half, "high": estimate + half, "level": 0.95}
+
+
+def _model(accuracy: float, half: float, latency: float, spread: float = 0.02) -> dict:
+    rounds = [latency * (1 + spread * ((i % 3) - 1)) for i in range(15)]
+    return {"params": 1e6, "size_bytes": 4e6, "flops": 1e9, "accuracy": accuracy, "latency_ms_p50": latency,
+            "throughput": 100.0, "accuracy_interval": _interval(accuracy, half), "latency_rounds_ms": rounds}
+
+
+def _comparison() -> dict:
+    """A teacher (0.85, 10 ms) and three methods: fast (4 ms, 0.84), precise (6 ms, 0.845) and slow (8 ms, 0.80,
+    beaten beyond the intervals by fast on both axes)."""
+    teacher = _model(0.85, 0.02, 10.0) | {"name": "t"}
+    methods = []
+    for name, accuracy, latency, retention in (("fast", 0.84, 4.0, (0.988, 0.975, 1.0)),
+                                               ("precise", 0.845, 6.0, (0.994, 0.96, 1.02)),
+                                               ("slow", 0.80, 8.0, (0.941, 0.92, 0.96))):
+        estimate, low, high = retention
+        methods.append(_model(accuracy, 0.02, latency) | {
+            "method": name, "retention": estimate, "speedup": 10.0 / latency, "speedup_iqr": [9 / latency, 11 / latency],
+            "retention_interval": {"estimate": estimate, "low": low, "high": high, "level": 0.95}})
+    differences = [("teacher", "fast", 0.01, 0.015), ("teacher", "precise", 0.005, 0.015),
+                   ("teacher", "slow", 0.05, 0.015), ("fast", "precise", -0.005, 0.012),
+                   ("fast", "slow", 0.04, 0.012), ("precise", "slow", 0.045, 0.012)]
+    return {"schema_version": 3, "teacher": teacher, "methods": methods, "seeds": [13, 14, 15],
+            "speed": {"rounds": 15}, "dataset": {"name": "mr", "sizes": {"test": 1031}},
+            "differences": [{"a": a, "b": b, "accuracy": _interval(d, h)} for a, b, d, h in differences]}
+
+
+def test_the_front_drops_only_a_model_beaten_beyond_both_intervals():
+    shown = read_comparison(_comparison())
+    assert shown.has_intervals
+    # fast beats slow beyond both intervals; fast and precise tie on accuracy, so precise stays; the teacher,
+    # slowest, is not beaten on accuracy beyond the interval by anyone, so it stays too
+    assert front_names(shown) == ["fast", "precise", "teacher"]
+    # the same numbers with accuracy differences inside the intervals: nothing is dropped
+    close = _comparison()
+    for d in close["differences"]:
+        d["accuracy"] = _interval(d["accuracy"]["estimate"], 0.1)
+    assert front_names(read_comparison(close)) == ["fast", "precise", "slow", "teacher"]
+    # and without intervals (an older comparison), the standard-error tie rule: the fast model wins every tie,
+    # the teacher's 1 point among them
+    old = {k: v for k, v in _comparison().items() if k != "differences"} | {"accuracy_standard_error": 0.012}
+    assert not read_comparison(old).has_intervals
+    assert front_names(read_comparison(old)) == ["fast"]
+
+
+def test_the_sentences_claim_97_percent_only_above_the_interval_and_say_which_differences_are_real():
+    said = " ".join(verdicts(read_comparison(_comparison())))
+    assert "3 training seeds (13, 14, 15) and 1,031 test sentences" in said
+    assert "Keep at least 97% of the teacher's accuracy, the whole interval of retention at or above it: fast " \
+           "(97.5–100.0%)." in said
+    assert "Cannot be told from 97% (the interval holds it): precise (96.0–102.0%)." in said
+    assert "Below 97% beyond the interval: slow (92.0–96.0%)." in said
+    assert "Off it: slow, as fast is faster by 2.00×" in said and "more accurate by +4.0 points" in said
+    assert "fast is faster than precise by 1.50× (IQR" in said
+    assert "their accuracies are not distinguishable (precise minus fast: +0.5 points (interval −0.7 to +1.7))" \
+        in said
+    # one seed: the intervals say they count the test sentences only
+    one = _comparison() | {"seeds": [13]}
+    assert "one training seed" in verdicts(read_comparison(one))[0]
+
+
+def test_the_table_prints_mean_and_half_width_and_the_speed_ups_quartiles():
+    page = render_markdown(_comparison())
+    assert "| 84.0 ± 2.0 | 98.8 ± 1.3 |" in page and "| 2.50x (2.25–2.75) |" in page
+    assert page.index("Keep at least 97%") < page.index("| method |")   # the verdicts come first
+
+
+def test_a_hand_edited_interval_that_makes_no_sense_falls_back_to_the_tie_rule():
+    broken = copy.deepcopy(_comparison())
+    broken["methods"][0]["accuracy_interval"] = {"estimate": 0.8, "low": 0.9, "high": 0.7}
+    shown = read_comparison(broken)
+    assert not shown.has_intervals and verdicts(shown) == []
+    assert "± " in render_markdown(broken)   # the others still show theirs
