@@ -23,7 +23,7 @@ def test_seeds_are_a_list_or_a_count_from_the_default(text, seeds):
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize("text", ["0", "a,b", "13,13", "-1,2", "21", ",", "1.5"])
+@pytest.mark.parametrize("text", ["0", "a,b", "13,13", "-1,2", "21", ",", "1.5", ""])
 def test_bad_seeds_are_one_sentence(text):
     with pytest.raises(CompressError, match="--seeds"):
         parse_seeds(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from compress.bench.inputs import speed_batch
@@ -98,7 +99,7 @@ def latency_rounds(predictors: dict[str, Predictor], data: TokenizedTask, seq_le
         for number in range(rounds):
             order = list(predictors) if number % 2 == 0 else list(predictors)[::-1]
             for name in order:
-                timing = time_call(lambda: predictors[name](one), batch_size=1, warmup=1, repeats=calls)
+                timing = time_call(partial(predictors[name], one), batch_size=1, warmup=1, repeats=calls)
                 measured[name].append(timing.p50_ms)
     return measured
 

@@ -51,12 +51,12 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
-    from compress.registry.pipeline import split_list
     from compress.errors import CompressError
+    from compress.registry.pipeline import split_list
     from compress.runs.compare import CompareConfig, parse_seeds
-    from compress.train_config import DEFAULT_SEED
     from compress.runs.compare import compare as run_compare
     from compress.runs.executors import Executor
+    from compress.train_config import DEFAULT_SEED
 
     config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
                            batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads, seq_len=seq_len, repeats=repeats,

@@ -79,11 +79,11 @@ from compress.runs.executors import Executor, run_all
 from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
+from compress.stats import ratio_quartiles
+from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
+from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
 from compress.training import predict
-from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
-from compress.stats import ratio_quartiles
-from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 11, for the measurement that chose it).
@@ -168,7 +168,7 @@ def parse_seeds(text: str, first: int = DEFAULT_SEED) -> list[int]:
 
 def seeded(planned: PlannedRun, by_name: dict[str, PlannedRun]) -> bool:
     """Whether the run's result depends on its seed: some step of it trains a student or is a seeded transform."""
-    return any(isinstance(m, StudentMethod) or getattr(m, "seeded", True)
+    return any(isinstance(m, StudentMethod) or (isinstance(m, Transform) and m.seeded)
                for m in (by_name[name].method for name in planned.steps))
 
 
@@ -187,15 +187,16 @@ def plan_seeds(planned: list[PlannedRun], seeds: list[int]) -> list[SeededRun]:
     the seed: that one is made once, with the first seed, and is the parent of every seed's next step."""
     by_name = {step.name: step for step in planned}
 
-    def key(step: PlannedRun, seed: int) -> str:
-        return f"{step.name}@{seed if seeded(step, by_name) else seeds[0]}"
+    def seed_of(step: PlannedRun, seed: int) -> int:
+        return seed if seeded(step, by_name) else seeds[0]
 
-    runs = {}
+    runs: dict[str, SeededRun] = {}
     for seed in seeds:
         for step in planned:
-            name = key(step, seed)
-            runs.setdefault(name, SeededRun(step, int(name.rsplit("@", 1)[1]), name,
-                                            key(by_name[step.parent], seed) if step.parent else None))
+            parent = by_name[step.parent] if step.parent else None
+            own = seed_of(step, seed)
+            runs.setdefault(f"{step.name}@{own}", SeededRun(
+                step, own, f"{step.name}@{own}", f"{parent.name}@{seed_of(parent, seed)}" if parent else None))
     return list(runs.values())
 
 

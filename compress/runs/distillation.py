@@ -18,6 +18,7 @@ from compress.distill.stage import distil_stage
 from compress.distributed import world
 from compress.errors import CompressError
 from compress.paths import notice
+from compress.predictions import Predictions
 from compress.registry import Preparation, StudentMethod, Transformed, get_method
 from compress.resume import Resume
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
@@ -25,7 +26,6 @@ from compress.runs.source import finetuned_source
 from compress.runs.writer import train_settings, write_run
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import resolve_teacher_dir, teacher_config
-from compress.predictions import Predictions
 from compress.training import check_precision, predict, seed_everything, slow_bf16_warning
 
 
