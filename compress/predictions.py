@@ -1,7 +1,7 @@
 """A model's answers on the test split, example by example: what makes paired statistics possible.
 
-Every run keeps its test predictions in ``predictions.safetensors`` (``logits``: examples x classes, float32;
-``labels``: the gold labels, int64), in the split's own order, so two models of one comparison are scored on the
+Every run keeps its test predictions in ``predictions.safetensors`` (``predicted``: the label it answered,
+``logits``: examples x classes, float32; ``labels``: the gold labels; int64 labels), in the split's own order, so two models of one comparison are scored on the
 same sentences: the teacher against a student, one student against another, seed after seed. The run record
 keeps the file's SHA-256; a comparison reads the file only when it still matches.
 """
@@ -55,7 +55,8 @@ def save_predictions(predictions: Predictions, directory: Path) -> str:
     """Write ``directory/predictions.safetensors``; return its SHA-256 (the run record keeps it)."""
     from safetensors.numpy import save
 
-    data = save({"logits": np.ascontiguousarray(predictions.logits),
+    data = save({"predicted": predictions.logits.argmax(-1).astype(np.int64),
+                 "logits": np.ascontiguousarray(predictions.logits),
                  "labels": np.ascontiguousarray(predictions.labels)})
     (directory / PREDICTIONS_FILE).write_bytes(data)
     return hashlib.sha256(data).hexdigest()

@@ -48,6 +48,9 @@ def test_predictions_round_trip_and_a_changed_file_is_refused(tmp_path):
     digest = save_predictions(made, tmp_path)
     back = load_predictions(tmp_path, digest)
     assert np.array_equal(back.logits, logits) and back.labels.tolist() == [1, 1, 0]
+    from safetensors.numpy import load_file   # readable without compress: the answers stand on their own too
+
+    assert load_file(tmp_path / "predictions.safetensors")["predicted"].tolist() == [1, 0, 0]
     raw = bytearray((tmp_path / "predictions.safetensors").read_bytes())
     raw[-1] ^= 1
     (tmp_path / "predictions.safetensors").write_bytes(bytes(raw))
