@@ -1,7 +1,8 @@
 """The side-by-side comparison of methods: ``comparison.json`` rendered to markdown, HTML and PNGs.
 
-comparison.json is a :class:`~compress.reports.records.Comparison` (schema version 2; version 1,
-without pipelines, is still rendered). A comparison may be edited by hand or come from an older
+comparison.json is a :class:`~compress.reports.records.Comparison` (schema version 3; version 1,
+without pipelines, and 2, without seeds and intervals, are still rendered; :mod:`compress.reports.verdicts`
+says what each may claim). A comparison may be edited by hand or come from an older
 compress, so it is not read through that dataclass: :func:`read_comparison` validates it and reads
 what the report shows into the frozen dataclasses of :mod:`compress.reports.comparison_data`, where
 any field beyond the required ones may be missing and any number None (not measured); it shows as
@@ -212,14 +213,15 @@ def _title(comparison: ShownComparison) -> str:
     return title + (f" on {dataset}" if dataset else "")
 
 
-def _details(method: ShownMethod) -> list[str]:
-    """Kind, backend, dtype, run directory and each seed's accuracy of a method, where recorded."""
+def _details(method: ShownMethod, seeds: int) -> list[str]:
+    """Kind, backend, dtype, run directory and, in a comparison of ``seeds`` seeds, each seed's accuracy of a
+    method, where recorded."""
     shown = (("kind", method.kind), ("backend", method.backend), ("dtype", method.dtype), ("run", method.run_dir))
     details = [f"{label} {value}" for label, value in shown if value]
     if len(method.per_seed) > 1:
         details.append("accuracy by seed " + ", ".join(f"{r.seed}: {_percent(r.accuracy)}%" for r in method.per_seed))
-    elif len(method.per_seed) == 1 and method.kind == "quantization":
-        details.append("one run: nothing in it depends on the seed")
+    elif len(method.per_seed) == 1 and seeds > 1:
+        details.append("one run for every seed: nothing in it depends on the seed")
     return details
 
 
@@ -323,8 +325,8 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     lines += ["", "## What each method changed", ""]
     for method, anchor in zip(shown.methods, _anchors(shown.methods)):
         lines += [f'<a id="{anchor}"></a>', "", f"### {_md(_display_name(method))} (`{method.method}`)", ""]
-        if _details(method):
-            lines += ["_" + _md(" · ".join(_details(method))) + "_", ""]
+        if details := _details(method, len(shown.context.seeds)):
+            lines += ["_" + _md(" · ".join(details)) + "_", ""]
         lines += [_md(_explanation(method)), ""]
         for section in method.sections:
             lines += _md_section(section)
@@ -449,7 +451,7 @@ def _html_figures(comparison: ShownComparison, plots: dict[str, bytes]) -> list[
 def _html_methods(comparison: ShownComparison) -> list[str]:
     out = []
     for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
-        details = html.escape(" · ".join(_details(method)))
+        details = html.escape(" · ".join(_details(method, len(comparison.context.seeds))))
         out.append(f'<section class="method" id="{anchor}">'
                    f"<h3>{html.escape(_display_name(method))} <code>{html.escape(method.method)}</code></h3>"
                    + (f'<p class="details">{details}</p>' if details else "")
