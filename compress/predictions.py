@@ -1,9 +1,10 @@
 """A model's answers on the test split, example by example: what makes paired statistics possible.
 
-Every run keeps its test predictions in ``predictions.safetensors`` (``predicted``: the label it answered,
-``logits``: examples x classes, float32; ``labels``: the gold labels; int64 labels), in the split's own order, so two models of one comparison are scored on the
-same sentences: the teacher against a student, one student against another, seed after seed. The run record
-keeps the file's SHA-256; a comparison reads the file only when it still matches.
+Every run keeps its test predictions in ``predictions.safetensors`` (``predicted``: the label it answered, int64;
+``logits``: examples x classes, float32; ``labels``: the gold labels, int64), in the split's own order, so two
+models of one comparison are scored on the same sentences: the teacher against a student, one student against
+another, seed after seed. The run record keeps the file's SHA-256; a comparison reads the file only when it still
+matches.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from compress.models.checkpoints import load_encoder
 from compress.ownership import MARKER
+from compress.predictions import PREDICTIONS_FILE, load_predictions
 from compress.registry import all_methods, families, names
 
 COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
@@ -58,10 +59,14 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
-                                              "report.md", MARKER}
+                                              "report.md", PREDICTIONS_FILE, MARKER}
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
+    # the test predictions it kept are the ones its accuracy was computed from, one per test example
+    kept = load_predictions(out, metrics["predictions"])
+    assert len(kept.labels) == metrics["dataset"]["sizes"]["test"]
+    assert kept.correct.mean() == metrics["student"]["accuracy"]
     assert metrics["method"] == method
     t, s = metrics["teacher"], metrics["student"]
     assert t["params"] > s["params"] > 0
@@ -176,7 +181,7 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     chained = out.parent / f"{out.name}-int8"
     assert printed["chained"]["directory"] == str(chained)
     assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md",
-                                                  MARKER}
+                                                  PREDICTIONS_FILE, MARKER}
 
     parent = json.loads((out / "metrics.json").read_text())
     metrics = json.loads((chained / "metrics.json").read_text())

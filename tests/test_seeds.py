@@ -88,7 +88,8 @@ def _comparison() -> dict:
                                                ("slow", 0.80, 8.0, (0.941, 0.92, 0.96))):
         estimate, low, high = retention
         methods.append(_model(accuracy, 0.02, latency) | {
-            "method": name, "retention": estimate, "speedup": 10.0 / latency, "speedup_iqr": [9 / latency, 11 / latency],
+            "method": name, "retention": estimate, "speedup": 10.0 / latency,
+            "speedup_iqr": [9 / latency, 11 / latency],
             "retention_interval": {"estimate": estimate, "low": low, "high": high, "level": 0.95}})
     differences = [("teacher", "fast", 0.01, 0.015), ("teacher", "precise", 0.005, 0.015),
                    ("teacher", "slow", 0.05, 0.015), ("fast", "precise", -0.005, 0.012),

@@ -59,8 +59,8 @@ def compare(
     from compress.train_config import DEFAULT_SEED
 
     config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
-                           batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads, seq_len=seq_len, repeats=repeats,
-                           device=device,
+                           batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads,
+                           seq_len=seq_len, repeats=repeats, device=device,
                            executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
                            command=shlex.join(["compress", *sys.argv[1:]]))

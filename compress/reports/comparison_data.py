@@ -313,7 +313,8 @@ class ShownComparison:
     @property
     def has_intervals(self) -> bool:
         """Whether every model has its accuracy interval and its latency rounds, and every two models (the
-        teacher among them) their paired difference (schema 3): the report then judges differences by intervals, not by a tie rule."""
+        teacher among them) their paired difference (schema 3): the report then judges differences by intervals,
+        not by a tie rule."""
         names, models = zip(*self.models()) if self.models() else ((), ())
         return bool(models) and all(m.accuracy_interval and m.latency_rounds for m in models) and \
             all(self.difference(a, b) is not None for i, a in enumerate(names) for b in names[i + 1:])
