@@ -287,7 +287,8 @@ class SeedResult:
 
 @dataclass
 class Difference:
-    """The accuracy of method ``a`` minus that of ``b`` on the same test sentences (and seeds), with its interval."""
+    """The accuracy of model ``a`` minus that of ``b`` (either may be "teacher") on the same test sentences (and
+    seeds), with its paired interval."""
 
     a: str
     b: str
@@ -309,7 +310,7 @@ class ComparedMeasures:
     latency_ms_p90: float
     throughput: float
     peak_memory_bytes: int
-    accuracy_interval: IntervalRecord | None = None   # the teacher's: the test set's sampling alone
+    accuracy_interval: IntervalRecord | None = None   # over the test sentences (and a method's seeds)
     latency_rounds_ms: list[float] = field(default_factory=list)   # batch-1 latency in each round
 
 
