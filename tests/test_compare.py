@@ -70,6 +70,8 @@ def test_comparison_has_every_method_with_every_field(compared):
             assert interval["low"] <= interval["estimate"] <= interval["high"] and interval["level"] == 0.95
         metrics = json.loads((run_dir_of(compared["out"], m["method"], 13) / "metrics.json").read_text())
         assert m["size_bytes"] == metrics["student"]["size_bytes"] and m["explanation"]
+    # One teacher, one accuracy: its cached test logits (the intervals' source) score it as its fine-tuning did.
+    assert teacher["accuracy"] == metrics["teacher"]["accuracy"] and teacher["macro_f1"] == metrics["teacher"]["macro_f1"]
     by_name = {m["method"]: m for m in data["methods"]}
     _int8_is_smaller(by_name["int8"], teacher["size_bytes"])
     # bf16 is compared by default only where the CPU has bf16 units (elsewhere it runs emulated, slowly).

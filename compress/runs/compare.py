@@ -49,6 +49,7 @@ from compress.bench.measurement import Speed
 from compress.bench.speed import SpeedConfig, latency_rounds, measure_all
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, load_task
+from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
@@ -83,7 +84,6 @@ from compress.stats import ratio_quartiles
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
-from compress.training import predict
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 11, for the measurement that chose it).
@@ -370,14 +370,18 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         say(load.warning())
 
     say("intervals: bootstrap over the test sentences" + (" and the seeds" if len(config.seeds) > 1 else ""))
-    teacher_predictions = Predictions.of(*predict(teacher, data.dataloader("test", batch_size=128),
-                                                  torch.device("cpu")))
+    # The teacher's test logits: computed once per teacher and tokenization (cached as distillation's are), and
+    # the one source of the teacher row's accuracy and of every paired interval.
+    teacher_predictions = Predictions.of(
+        teacher_logits(teacher, data, "test", finetuned.record["fingerprint"], torch.device("cpu"),
+                       show_progress=False), data.splits["test"]["labels"])
     correct = {name: correctness(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
                                  teacher_predictions) for name, made_runs in runs.items()}
     teacher_record, teacher_speed = runs[planned[0].name][0][2].teacher, speeds["teacher"]
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
-    accuracy = teacher_record.accuracy
+    teacher_metrics = teacher_predictions.metrics()
+    accuracy = teacher_metrics.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
         speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "rounds": len(rounds["teacher"]),
@@ -387,7 +391,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
-            size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_record.macro_f1,
+            size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_metrics.macro_f1,
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed),
             accuracy_interval=teacher_interval(teacher_predictions), latency_rounds_ms=rounds["teacher"]),
         methods=[_compared(step, by_name, runs, speeds, rounds, correct[step.name], teacher_predictions, seq_len)
