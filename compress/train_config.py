@@ -11,6 +11,9 @@ from typing import TypedDict
 
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
 PRECISION_NAMES = ("fp32", "bf16", "fp16")
+# What a run may ask for: a precision, or ``auto`` (bf16 where the device computes it natively, else fp32), which
+# a run resolves before anything else (compress.training.resolve_precision), so its record holds the one it used.
+PRECISION_CHOICES = ("auto", *PRECISION_NAMES)
 DEFAULT_EVERY = 500   # steps between checkpoints of unfinished training, besides every epoch end
 DEFAULT_SEED = 13     # every run's, and the first of a comparison's seeds
 

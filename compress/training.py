@@ -45,13 +45,30 @@ PRECISIONS = dict(zip(PRECISION_NAMES, (None, torch.bfloat16, torch.float16), st
 
 def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
     """A sentence for bf16 training on a CPU without bf16 arithmetic (AVX-512 BF16 or AMX), else None."""
+    if precision != "bf16" or device.type != "cpu" or native_bf16("cpu"):
+        return None
+    return ("this CPU has no bf16 arithmetic (no AVX-512 BF16 or AMX), so bf16 autocast is emulated: a training "
+            "step measured 16x slower than fp32 on an AVX2 EPYC (benchmarks/training_speed.py times yours).")
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` (``auto``, ``cpu`` or ``cuda``) computes bf16 natively: a CUDA GPU that supports it, or
+    a CPU with AVX-512 BF16 or AMX."""
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     from compress.bench.machine import cpu_features
 
     features = cpu_features()
-    if precision != "bf16" or device.type != "cpu" or features.get("avx512_bf16") or features.get("amx_bf16"):
-        return None
-    return ("this CPU has no bf16 arithmetic (no AVX-512 BF16 or AMX), so bf16 autocast is emulated: a training "
-            "step measured 16x slower than fp32 on an AVX2 EPYC (benchmarks/training_precision.py).")
+    return bool(features.get("avx512_bf16") or features.get("amx_bf16"))
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """The precision a run trains in: ``auto`` is bf16 autocast where ``device`` computes bf16 natively (a
+    training step of the students measured 2.1-2.4x faster than fp32 on an AVX-512 BF16 EPYC,
+    benchmarks/training_speed.py), else fp32; any other name is itself."""
+    if precision != "auto":
+        return precision
+    return "bf16" if native_bf16(device) else "fp32"
 
 
 def check_precision(precision: str, device: torch.device) -> None:

@@ -126,7 +126,7 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
         (("distilbert", "--then", "bf16", "--backend", "onnxruntime"), "bf16 runs on torch, not onnxruntime"),
         (("albert", "--backend", "torch"), "--target and --backend are for quantization"),
         (("distilbert", "--precision", "fp16", "--device", "cpu"), "--precision fp16 trains on CUDA only"),
-        (("distilbert", "--precision", "fp8"), "unknown --precision 'fp8'; use one of fp32, bf16, fp16"),
+        (("distilbert", "--precision", "fp8"), "unknown --precision 'fp8'; use one of auto, fp32, bf16, fp16"),
         (("distilbert", "--checkpoint-every", "-1"), "--checkpoint-every must be 0 (epoch ends only) or more"),
         # Brackets in a message are printed as written, not read as rich markup.
         (("albert[sharing=all",), "cannot read the pipeline 'albert[sharing=all': expected ',' or ']'"),

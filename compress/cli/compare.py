@@ -43,6 +43,8 @@ def compare(
     teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
     teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
+    precision: str = typer.Option("fp32", help="Precision every run trains in: fp32, bf16 (autocast), fp16 (CUDA "
+                                               "only) or auto (bf16 where the device computes it natively)."),
     executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
                                                 "speed is still measured here, in one process)."),
     address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),
@@ -60,7 +62,7 @@ def compare(
 
     config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
                            batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads,
-                           seq_len=seq_len, repeats=repeats, device=device,
+                           seq_len=seq_len, repeats=repeats, device=device, precision=precision,
                            executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                            teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
                            command=shlex.join(["compress", *sys.argv[1:]]))

@@ -111,6 +111,7 @@ class CompareConfig:
     batch_size: int = 32
     seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED])   # every seeded run once per seed
     device: str = "auto"
+    precision: str = "fp32"             # every run's training precision (auto: bf16 where the device computes it)
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
@@ -206,7 +207,7 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
     return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
-                     device=config.device, threads=config.threads,
+                     device=config.device, precision=config.precision, threads=config.threads,
                      teacher_finetune=config.teacher_finetune, target=target,
                      out=str(directory) if directory else None, overwrite=True)
 

@@ -21,7 +21,8 @@ from compress.reports.records import RunRecord
 from compress.resume import DEFAULT_EVERY
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
-from compress.training import PRECISIONS
+from compress.train_config import PRECISION_CHOICES
+from compress.training import resolve_precision
 
 
 @dataclass
@@ -56,7 +57,7 @@ class RunConfig:
     threads: int | None = None
     out: str | None = None
     overwrite: bool = False
-    precision: str = "fp32"           # training precision: fp32, bf16 or fp16 (CUDA only)
+    precision: str = "fp32"           # training precision: fp32, bf16, fp16 (CUDA only) or auto (resolved here)
     checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
 
     def __post_init__(self) -> None:
@@ -70,8 +71,11 @@ class RunConfig:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
         if self.checkpoint_every < 0:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
-        if self.precision not in PRECISIONS:
-            raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISIONS)}.")
+        if self.precision not in PRECISION_CHOICES:
+            raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
+        # auto becomes the precision it stands for on this device now, so the run's record says which one trained
+        # (and a comparison reuses a run only when it trained in the precision asked for).
+        self.precision = resolve_precision(self.precision, self.device)
 
 
 # Settings that change where a run is written, how it is timed or checkpointed, not what it trains.
