@@ -92,6 +92,10 @@ def _paired(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[np
     a_rows, b_rows = _rows(a), _rows(b)
     if a_rows.shape[1] != b_rows.shape[1]:
         raise ValueError(f"paired intervals need the same test examples, got {a_rows.shape[1]} and {b_rows.shape[1]}")
+    if a_rows.shape[0] != b_rows.shape[0] and 1 not in (a_rows.shape[0], b_rows.shape[0]):
+        # A drawn seed position means one seed of each; with 2 seeds against 3 some would be drawn more often.
+        raise ValueError(f"paired intervals need the same seeds or one run, got {a_rows.shape[0]} and "
+                         f"{b_rows.shape[0]}")
     examples, seeds = _resamples(a_rows.shape[1], max(a_rows.shape[0], b_rows.shape[0]), resamples, seed)
     return a_rows, b_rows, _draws(a_rows, examples, seeds[:, :a_rows.shape[0]] % a_rows.shape[0]), \
         _draws(b_rows, examples, seeds[:, :b_rows.shape[0]] % b_rows.shape[0])

@@ -76,3 +76,7 @@ def test_bad_shapes_are_refused():
         difference_interval(np.ones(5), np.ones(6))
     with pytest.raises(ValueError, match="shape"):
         accuracy_interval(np.ones((2, 0)))
+    # Seeds pair position by position: 2 seeds against 3 has no pairing (one run against several does).
+    with pytest.raises(ValueError, match="same seeds or one run"):
+        difference_interval(np.ones((2, 5)), np.ones((3, 5)))
+    assert difference_interval(np.ones((1, 5)), np.ones((3, 5))).estimate == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import dataclass
 
 from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
@@ -78,8 +79,9 @@ def percent_range(interval: ShownInterval) -> str:
     return f"{100 * interval.low:.1f}–{100 * interval.high:.1f}%"
 
 
-def _names(comparison: ShownComparison) -> dict[str, ShownModel]:
-    return dict(comparison.models())
+def _latency(model: ShownModel) -> float:
+    """The latency a front is ordered by: the median of the rounds the speed-ups come from, where timed."""
+    return statistics.median(model.latency_rounds) if model.latency_rounds else model.latency_ms_p50  # type: ignore
 
 
 def front_names(comparison: ShownComparison) -> list[str]:
@@ -91,12 +93,12 @@ def front_names(comparison: ShownComparison) -> list[str]:
     else:
         tie = comparison.context.accuracy_standard_error or 0.0
         front = [models[i] for i in pareto_front([(m.latency_ms_p50, m.accuracy) for _, m in models], tie)]
-    return [name for name, _ in sorted(front, key=lambda item: (item[1].latency_ms_p50, -(item[1].accuracy or 0)))]
+    return [name for name, _ in sorted(front, key=lambda item: (_latency(item[1]), -(item[1].accuracy or 0)))]
 
 
 def _beaten_by(comparison: ShownComparison, name: str) -> tuple[str, SpeedRatio, ShownInterval] | None:
     """A model faster and more accurate than ``name`` beyond the intervals (the fastest such), or None."""
-    models = _names(comparison)
+    models = dict(comparison.models())
     found = []
     for other, model in models.items():
         ratio, difference = speed_ratio(model, models[name]), comparison.difference(other, name)
@@ -155,7 +157,7 @@ def _called(name: str) -> str:
 
 def _front(comparison: ShownComparison) -> list[str]:
     front = front_names(comparison)
-    models = _names(comparison)
+    models = dict(comparison.models())
     out = [f"On the Pareto front, where no other model is both faster and more accurate beyond the intervals: "
            f"{', '.join(map(_called, front))}."]
     for name in models:
@@ -169,13 +171,18 @@ def _front(comparison: ShownComparison) -> list[str]:
         if ratio is None or difference is None:
             continue
         quick, careful = _called(fast), _called(slow)
-        speed = (f"{quick} is faster than {careful} by {ratio.text()}" if ratio.beyond else
-                 f"{quick} and {careful} cannot be told apart in speed ({ratio.text()})")
+        if ratio.beyond:
+            speed = f"{quick} is faster than {careful} by {ratio.text()}"
+        elif ratio.q3 < 1:   # the rounds' medians order them one way, three rounds of four the other
+            speed = f"{careful} is faster than {quick} by {speed_ratio(models[slow], models[fast]).text()}"  # type: ignore
+        else:
+            speed = f"{quick} and {careful} cannot be told apart in speed ({ratio.text()})"
         if difference.low > 0:
             accuracy = f"{careful} is more accurate by {points_text(difference)}"
         elif difference.high < 0:
             accuracy = f"{quick} is more accurate by {points_text(difference.negated())}"
         else:
             accuracy = f"their accuracies are not distinguishable ({careful} minus {quick}: {points_text(difference)})"
-        out.append(f"{speed}; {accuracy}.".replace("the teacher", "The teacher", speed.startswith("the ")))
+        sentence = f"{speed}; {accuracy}."
+        out.append("The" + sentence[3:] if sentence.startswith("the ") else sentence)   # a method's name keeps its case
     return out

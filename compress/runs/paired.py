@@ -30,8 +30,9 @@ def record(interval: Interval) -> IntervalRecord:
 
 
 def correctness(name: str, runs: list[Predictions], teacher: Predictions) -> np.ndarray:
-    """The (seeds, examples) right-or-wrong array of one method's runs, checked to answer the teacher's sentences
-    in the teacher's order."""
+    """The (seeds, examples) right-or-wrong array of one method's runs. Which test sentences a run answered is
+    part of its identity (the split's fingerprint); this checks what the files can tell: the same gold labels,
+    in the same order, as the teacher's."""
     for predictions in runs:
         if not np.array_equal(predictions.labels, teacher.labels):
             raise CompressError(f"the test predictions of {name} are not of the teacher's test sentences in the "
