@@ -51,6 +51,12 @@ def slow_bf16_warning(precision: str, device: torch.device) -> str | None:
             "step measured 16x slower than fp32 on an AVX2 EPYC (benchmarks/training_speed.py times yours).")
 
 
+def autocast(precision: str, device: torch.device) -> torch.autocast:
+    """The forward passes of a run in its precision: torch.autocast in bf16 / fp16, or nothing for fp32."""
+    dtype = PRECISIONS[precision]
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
 def native_bf16(device: str) -> bool:
     """Whether ``device`` (``auto``, ``cpu`` or ``cuda``) computes bf16 natively: a CUDA GPU that supports it, or
     a CPU with AVX-512 BF16 or AMX."""
@@ -249,7 +255,6 @@ def train_stage(
     same_start(parameters)
     scheduler = _schedule(optimizer, total, config.warmup_ratio)
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
-    autocast_dtype = PRECISIONS[config.precision]
     result = StageResult()
     best_score, best_state, bad_epochs = -math.inf, None, 0
     first_epoch, skip, step, before = 0, 0, 0, 0.0
@@ -303,7 +308,7 @@ def train_stage(
                 if size < w.size:  # too few examples to give every rank one: skipped by all ranks alike
                     continue
                 batch = to_device(local_slice(batch, w), device)
-                with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                with autocast(config.precision, device):
                     loss, parts = loss_fn(model, batch)
                 optimizer.zero_grad(set_to_none=True)
                 # Each rank's loss is a mean over its slice; weighted by the slice's share of the global

@@ -26,13 +26,13 @@ from compress.training import TrainConfig, train_stage
 
 
 @contextmanager
-def linear_output_dtypes() -> Iterator[Counter]:
+def linear_output_dtypes(training_only: bool = True) -> Iterator[Counter]:
     """Counts, by dtype, the outputs of every nn.Linear called in training mode with gradients on (training
-    steps; evaluation runs in eval mode under no_grad and is left out)."""
+    steps; evaluation runs in eval mode under no_grad and is left out), or of every call (``training_only`` off)."""
     seen: Counter = Counter()
 
     def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-        if isinstance(module, nn.Linear) and module.training and torch.is_grad_enabled():
+        if isinstance(module, nn.Linear) and (not training_only or (module.training and torch.is_grad_enabled())):
             seen[output.dtype] += 1
 
     handle = torch.nn.modules.module.register_module_forward_hook(hook)
@@ -112,3 +112,24 @@ def test_auto_precision_is_bf16_only_where_the_cpu_computes_it(monkeypatch, flag
     assert RunConfig(method="distilbert", precision="auto", device="cpu").precision == chosen
     assert RunConfig(method="distilbert", precision="fp32", device="cpu").precision == "fp32"
     assert RunConfig(method="distilbert", precision="bf16", device="cpu").precision == "bf16"
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", torch.float32), ("bf16", torch.bfloat16)])
+def test_pruning_scores_and_draws_its_curve_in_the_runs_precision(tmp_path, precision, dtype):
+    """Pruning's importance scores and head-importance curve are forward passes of the run: in its precision."""
+    from compress.data.batching import tokenize_task
+    from compress.data.load import load_task
+    from compress.models.checkpoints import load_encoder
+    from compress.registry import Context, get_method
+    from compress.teachers.registry import load_tokenizer
+    from compress.train_config import TrainSettings
+
+    teacher = make_tiny_teacher(tmp_path / "teacher")
+    task = load_task(str(write_tiny_csv(tmp_path / "r.csv")))
+    data = tokenize_task(task, load_tokenizer(str(teacher)), cache=False)
+    model = load_encoder(teacher, num_labels=task.num_labels).model
+    prune = get_method("prune")
+    options = prune.make_options({"recovery_epochs": 0, "scoring_examples": 16})
+    with linear_output_dtypes(training_only=False) as seen:
+        made = prune.apply(model, options, Context(data=data, train=TrainSettings(precision=precision)))
+    assert set(seen) == {dtype} and made.details.head_curve is not None
