@@ -173,6 +173,12 @@ class Resume:
         """The summaries of the stages that were complete when the checkpoint was saved."""
         return list(self.saved["stages_done"]) if self.saved else []
 
+    def seconds_before(self) -> float:
+        """The training seconds spent before the checkpoint: its finished stages' and the unfinished stage's."""
+        if not self.saved:
+            return 0.0
+        return sum(s.get("seconds", 0.0) for s in self.saved["stages_done"]) + self.saved["train"]["result"]["seconds"]
+
     def log(self) -> str:
         """The log the run had written when the checkpoint was saved."""
         return self.saved["log"] if self.saved else ""

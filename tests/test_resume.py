@@ -56,6 +56,8 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tiny, signu
     assert _losses(out) == reference   # the log before the checkpoint was kept, and every later loss is the same
     ours, theirs = (json.loads((d / "metrics.json").read_text())["student"] for d in (out, tiny["reference"]))
     assert (ours["accuracy"], ours["macro_f1"]) == (theirs["accuracy"], theirs["macro_f1"])
+    metrics = json.loads((out / "metrics.json").read_text())   # its time counts the epoch before the checkpoint
+    assert metrics["seconds"] >= sum(stage["seconds"] for stage in metrics["stages"]) - 0.1
     assert not _checkpoints(tiny)      # a finished run leaves no checkpoint behind
 
 

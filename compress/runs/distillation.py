@@ -95,7 +95,9 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
             return RunResult(out, None)
         source = finetuned_source(config, task, finetuned, teacher.cpu(), data)
         made = Transformed(student.cpu(), stages=stages, recipe=recipe.to_dict(), test=student_test)
-        record = write_run(tmp, out, config, method, options, source, made, seconds=time.perf_counter() - start,
+        # A resumed run's time counts the training before its checkpoint too.
+        record = write_run(tmp, out, config, method, options, source, made,
+                           seconds=time.perf_counter() - start + resume.seconds_before(),
                            pipeline=pipeline, more_config={"teacher_dir": str(finetuned.directory),
                                                            "teacher_config": teacher.config.to_dict(),
                                                            "processes": world().size})
