@@ -28,7 +28,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
-    seed: int = 13
+    seed: int = DEFAULT_SEED
     patience: int | None = None      # stop after this many epochs without a better dev score
     eval_batch_size: int = 128
     metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
@@ -81,6 +81,6 @@ class TrainSettings:
     and precision (a student's distillation, a transform's recovery)."""
 
     batch_size: int = 32
-    seed: int = 13
+    seed: int = DEFAULT_SEED
     patience: int | None = None
     precision: str = "fp32"

@@ -17,7 +17,7 @@ from compress.data.named import DEFAULT_DATASET
 from compress.registry import get_method, names
 from compress.reports.records import RunRecord
 from compress.teachers.registry import DEFAULT_TEACHER
-from compress.train_config import DEFAULT_EVERY
+from compress.train_config import DEFAULT_EVERY, DEFAULT_SEED
 
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
@@ -72,7 +72,7 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("epochs", int | None, O(None, help="Epochs of every training stage (default: the method's).")),
         ("batch_size", int, O(32, help="Training batch size.")),
         ("lr", float | None, O(None, help="Learning rate of every stage (default: the method's).")),
-        ("seed", int, O(13, help="Seed: same seed, same metrics.")),
+        ("seed", int, O(DEFAULT_SEED, help="Seed: same seed, same metrics.")),
         ("layer_map", str | None, O(None, help="Student-teacher layer pairing: uniform, last, every_other, or "
                                              "teacher layers like 2,4,6.")),
         ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score.")),

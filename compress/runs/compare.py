@@ -154,14 +154,14 @@ def plan_runs(texts: list[str]) -> list[PlannedRun]:
 MAX_SEEDS = 20
 
 
-def parse_seeds(text: str, first: int = DEFAULT_SEED) -> list[int]:
-    """``--seeds``: a comma-separated list (``13,14,15``), or one count N (the N seeds from ``first`` on)."""
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: a comma-separated list (``13,14,15``), or one count N (the N seeds from the default seed on)."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise CompressError(f"--seeds takes seeds separated by commas (13,14,15) or a count (3), not {text!r}.") \
             from None
-    seeds = list(range(first, first + values[0])) if len(values) == 1 and "," not in text else values
+    seeds = list(range(DEFAULT_SEED, DEFAULT_SEED + values[0])) if len(values) == 1 and "," not in text else values
     if not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise CompressError(f"--seeds must give 1 to {MAX_SEEDS} different seeds, none negative; {text!r} does not.")
     return seeds

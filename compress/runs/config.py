@@ -21,7 +21,7 @@ from compress.reports.records import RunRecord
 from compress.resume import DEFAULT_EVERY
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
-from compress.train_config import PRECISION_CHOICES
+from compress.train_config import DEFAULT_SEED, PRECISION_CHOICES
 from compress.training import resolve_precision
 
 
@@ -49,7 +49,7 @@ class RunConfig:
     layer_map: str | None = None      # overrides the recipe's: uniform, last, every_other or "2,4,6"
     patience: int | None = None       # early stopping: epochs without a better dev score
     batch_size: int = 32
-    seed: int = 13
+    seed: int = DEFAULT_SEED
     device: str = "auto"
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     target: str = "teacher"
