@@ -20,6 +20,7 @@ reads; Agresti, *Categorical Data Analysis*, 10.1).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -57,13 +58,21 @@ def _rows(correct: np.ndarray) -> np.ndarray:
     return rows
 
 
-def _draws(rows: np.ndarray, examples: np.ndarray, seeds: np.ndarray | None) -> np.ndarray:
-    """The mean correctness of ``rows`` on each resample: the drawn examples (resamples x n indices), averaged over
-    the drawn seeds (resamples x seeds indices), or over every row when the model has one seed."""
-    per_seed = rows[:, examples].mean(axis=2)                       # (seeds, resamples)
-    if rows.shape[0] == 1:
-        return per_seed[0]
-    return np.take_along_axis(per_seed.T, seeds, axis=1).mean(axis=1)
+@dataclass(frozen=True)
+class _Resamples:
+    """The bootstrap's draws, shared by every model scored on the same test examples: how many times each resample
+    draws each example (resamples x n), and which seed positions it draws (resamples x seeds)."""
+
+    counts: np.ndarray
+    seeds: np.ndarray
+
+    def draws(self, rows: np.ndarray) -> np.ndarray:
+        """The mean correctness of ``rows`` on each resample: over the drawn examples, then over the drawn seeds
+        (or the one row of a model with one seed)."""
+        per_seed = rows @ self.counts.T / rows.shape[1]                 # (seeds, resamples)
+        if rows.shape[0] == 1:
+            return per_seed[0]
+        return np.take_along_axis(per_seed.T, self.seeds[:, :rows.shape[0]], axis=1).mean(axis=1)
 
 
 def _interval(estimate: float, draws: np.ndarray, level: float) -> Interval:
@@ -72,9 +81,11 @@ def _interval(estimate: float, draws: np.ndarray, level: float) -> Interval:
     return Interval(estimate, float(low), float(high), level)
 
 
-def _resamples(n: int, seeds: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _resamples(n: int, seeds: int, resamples: int, seed: int) -> _Resamples:
     rng = np.random.default_rng(seed)
-    return rng.integers(0, n, (resamples, n)), rng.integers(0, seeds, (resamples, seeds))
+    examples = rng.integers(0, n, (resamples, n))
+    counts = np.stack([np.bincount(drawn, minlength=n) for drawn in examples]).astype(np.float64)
+    return _Resamples(counts, rng.integers(0, seeds, (resamples, seeds)))
 
 
 def accuracy_interval(correct: np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
@@ -82,23 +93,25 @@ def accuracy_interval(correct: np.ndarray, *, resamples: int = RESAMPLES, level:
     """Accuracy (the mean of ``correct``) with its bootstrap interval over test examples and, for a (seeds, n)
     array, over seeds too."""
     rows = _rows(correct)
-    examples, seeds = _resamples(rows.shape[1], rows.shape[0], resamples, seed)
-    return _interval(float(rows.mean()), _draws(rows, examples, seeds), level)
+    return _interval(float(rows.mean()), _resamples(rows.shape[1], rows.shape[0], resamples, seed).draws(rows), level)
 
 
-def _paired(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                            np.ndarray]:
-    """Both models' rows and their means on the same resampled examples (and seed positions)."""
-    a_rows, b_rows = _rows(a), _rows(b)
+def _checked_pair(a_rows: np.ndarray, b_rows: np.ndarray) -> None:
     if a_rows.shape[1] != b_rows.shape[1]:
         raise ValueError(f"paired intervals need the same test examples, got {a_rows.shape[1]} and {b_rows.shape[1]}")
     if a_rows.shape[0] != b_rows.shape[0] and 1 not in (a_rows.shape[0], b_rows.shape[0]):
         # A drawn seed position means one seed of each; with 2 seeds against 3 some would be drawn more often.
         raise ValueError(f"paired intervals need the same seeds or one run, got {a_rows.shape[0]} and "
                          f"{b_rows.shape[0]}")
-    examples, seeds = _resamples(a_rows.shape[1], max(a_rows.shape[0], b_rows.shape[0]), resamples, seed)
-    return a_rows, b_rows, _draws(a_rows, examples, seeds[:, :a_rows.shape[0]] % a_rows.shape[0]), \
-        _draws(b_rows, examples, seeds[:, :b_rows.shape[0]] % b_rows.shape[0])
+
+
+def _paired(a: np.ndarray, b: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                            np.ndarray]:
+    """Both models' rows and their means on the same resampled examples (and seed positions)."""
+    a_rows, b_rows = _rows(a), _rows(b)
+    _checked_pair(a_rows, b_rows)
+    drawn = _resamples(a_rows.shape[1], max(a_rows.shape[0], b_rows.shape[0]), resamples, seed)
+    return a_rows, b_rows, drawn.draws(a_rows), drawn.draws(b_rows)
 
 
 def difference_interval(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
@@ -106,6 +119,22 @@ def difference_interval(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMP
     """Accuracy of ``a`` minus accuracy of ``b`` on the same test examples, with its paired bootstrap interval."""
     a_rows, b_rows, a_draws, b_draws = _paired(a, b, resamples, seed)
     return _interval(float(a_rows.mean() - b_rows.mean()), a_draws - b_draws, level)
+
+
+def difference_intervals(correct: dict[str, np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
+                         seed: int = 0) -> dict[tuple[str, str], Interval]:
+    """:func:`difference_interval` of every two models of ``correct`` (``a`` before ``b`` in its order), each model's
+    resample means computed once: the same intervals as pair by pair, in a fraction of the time."""
+    rows = {name: _rows(c) for name, c in correct.items()}
+    for a, b in itertools.combinations(rows.values(), 2):
+        _checked_pair(a, b)
+    if not rows:
+        return {}
+    first = next(iter(rows.values()))
+    drawn = _resamples(first.shape[1], max(r.shape[0] for r in rows.values()), resamples, seed)
+    draws = {name: drawn.draws(r) for name, r in rows.items()}
+    return {(a, b): _interval(float(rows[a].mean() - rows[b].mean()), draws[a] - draws[b], level)
+            for a, b in itertools.combinations(rows, 2)}
 
 
 def retention_interval(student: np.ndarray, teacher: np.ndarray, *, resamples: int = RESAMPLES,

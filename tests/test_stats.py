@@ -9,6 +9,7 @@ import pytest
 from compress.stats import (
     accuracy_interval,
     difference_interval,
+    difference_intervals,
     paired_difference_normal,
     retention_interval,
     wilson_interval,
@@ -80,3 +81,13 @@ def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="same seeds or one run"):
         difference_interval(np.ones((2, 5)), np.ones((3, 5)))
     assert difference_interval(np.ones((1, 5)), np.ones((3, 5))).estimate == 0
+
+
+def test_every_pairs_differences_at_once_equal_the_pair_by_pair_intervals():
+    rng = np.random.default_rng(7)
+    models = {"teacher": rng.random(300) < 0.8, "a": rng.random((3, 300)) < 0.75, "b": rng.random((3, 300)) < 0.7}
+    together = difference_intervals(models, resamples=500)
+    assert list(together) == [("teacher", "a"), ("teacher", "b"), ("a", "b")]
+    for (a, b), interval in together.items():
+        alone = difference_interval(models[a], models[b], resamples=500)
+        assert (interval.estimate, interval.low, interval.high) == pytest.approx((alone.estimate, alone.low, alone.high))

@@ -9,14 +9,13 @@ methods, all from one bootstrap over the test sentences and the seeds together, 
 from __future__ import annotations
 
 from dataclasses import asdict
-from itertools import combinations
 
 import numpy as np
 
 from compress.errors import CompressError
 from compress.predictions import Predictions
 from compress.reports.records import Difference, IntervalRecord, IntervalSettings
-from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, difference_interval, retention_interval
+from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, difference_intervals, retention_interval
 
 SETTINGS = IntervalSettings(
     level=LEVEL, resamples=RESAMPLES,
@@ -52,4 +51,4 @@ def method_intervals(rows: np.ndarray, teacher: Predictions) -> tuple[IntervalRe
 def differences(rows: dict[str, np.ndarray]) -> list[Difference]:
     """The accuracy difference of every two models (the teacher among them; in the order given: ``a`` before
     ``b``), paired."""
-    return [Difference(a, b, record(difference_interval(rows[a], rows[b]))) for a, b in combinations(rows, 2)]
+    return [Difference(a, b, record(interval)) for (a, b), interval in difference_intervals(rows).items()]
