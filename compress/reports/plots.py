@@ -96,7 +96,10 @@ def _scatter_points(comparison: ShownComparison) -> tuple[list[Point], list[str]
             missing.append(name)
             continue
         interval, rounds = m.accuracy_interval, m.latency_rounds
-        points.append(Point(name, kind, m is comparison.teacher, m.latency_ms_p50, 100 * m.accuracy, m.params,
+        # Where latency was timed in rounds (what the speed-ups and the front use), the point is their median and
+        # its bar their quartiles: one measurement for the point, its bar and the verdicts.
+        latency = float(np.median(rounds)) if rounds else m.latency_ms_p50
+        points.append(Point(name, kind, m is comparison.teacher, latency, 100 * m.accuracy, m.params,
                             (100 * interval.low, 100 * interval.high) if interval else None,
                             tuple(np.percentile(rounds, [25, 75])) if rounds else None))
     return points, missing
@@ -181,10 +184,15 @@ def _front_points(comparison: ShownComparison, points: list[Point]) -> list[Poin
     return [by_name[name] for name in front_names(comparison) if name in by_name]
 
 
-def _draw_front(ax: Axes, points: list[Point], areas: list[float], front: list[Point]) -> None:
-    """The front as a dashed step line (best accuracy reachable within each latency) and rings."""
+def _draw_front(ax: Axes, points: list[Point], areas: list[float], front: list[Point], by_intervals: bool) -> None:
+    """The front as rings joined by a dashed line: a step line (best accuracy reachable within each latency), or,
+    for a front judged by intervals (which keeps a slower, less accurate model that is not beaten beyond them),
+    a plain line from the fastest to the slowest."""
     xs, ys = [p.x for p in front], [p.y for p in front]
-    ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
+    if by_intervals:
+        ax.plot(xs, ys, color="black", linestyle="--", linewidth=1.2, zorder=2)
+    else:
+        ax.step(xs, ys, where="post", color="black", linestyle="--", linewidth=1.2, zorder=2)
     ax.scatter(xs, ys, s=[areas[points.index(p)] for p in front], facecolors="none", edgecolors="black",
                linewidths=2.0, zorder=4)
 
@@ -265,12 +273,13 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
                         xerr=[[max(p.x - p.x_range[0], 0)], [max(p.x_range[1] - p.x, 0)]] if p.x_range else None)
     arrows = _draw_pipelines(ax, comparison, points, areas)
     if points:
-        _draw_front(ax, points, areas, front)
+        _draw_front(ax, points, areas, front, comparison.has_intervals)
         ax.margins(x=0.15, y=0.2)
     else:
         ax.text(0.5, 0.5, "no model has both accuracy and latency measured", ha="center",
                 va="center", transform=ax.transAxes)
-    ax.set_xlabel("batch-1 latency p50 (ms) — lower is better")
+    ax.set_xlabel("batch-1 latency (ms; median of the timing rounds where there are any) — lower is better"
+                  if any(p.x_range for p in points) else "batch-1 latency p50 (ms) — lower is better")
     ax.set_ylabel("test accuracy (%) — higher is better")
     ax.set_title(_title(comparison, "Accuracy vs latency"))
     ax.grid(True, color="#e5e5e5", linewidth=0.8, zorder=0)
