@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from compress.metrics import Metrics, classification_metrics
 from compress.models.config import INPUT_NAMES
 
 
@@ -125,5 +124,3 @@ def predict_batches(predictor: Predictor,
     return np.concatenate(logits), np.concatenate(labels)
 
 
-def metrics_of(logits: np.ndarray, labels: np.ndarray) -> Metrics:
-    return classification_metrics(torch.from_numpy(logits).float(), torch.from_numpy(labels).long())

@@ -20,7 +20,7 @@ from compress.methods.quantization.face import QuantOptions
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions
 from compress.quantize.artefacts import QuantMethod, candidate_backends, load_artefact, unavailable, write_artefact
-from compress.quantize.predictors import Predictor, TorchPredictor, metrics_of, predict_batches
+from compress.quantize.predictors import Predictor, TorchPredictor, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.registry import Artefact, Context, Transformed
 
@@ -92,20 +92,21 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     student_speed = measure_speed(quantized, data, seq_len, speed)
     logits, _ = predict_batches(quantized, test_batches(1))
     batched_logits, _ = predict_batches(quantized, test_batches(BATCHED))
-    test, fp32_accuracy = metrics_of(logits, labels), metrics_of(fp32_logits, labels).accuracy
+    test = Predictions.of(logits, labels)
+    accuracy, fp32_accuracy = test.metrics().accuracy, Predictions.of(fp32_logits, labels).metrics().accuracy
     details = QuantDetails(
         backend=chosen, dtype=fmt.dtype, chosen_by=_chosen_by(options.backend, backends, skipped),
         measured=measured, skipped=skipped, fp32_speed=fp32_speed,
         cpu=CpuRecord(cpu_model(), features, torch_cpu_capability()),
         max_abs_logit_diff=float(np.abs(logits - fp32_logits).max()),
         prediction_agreement=float((logits.argmax(-1) == fp32_logits.argmax(-1)).mean()),
-        fp32_accuracy=fp32_accuracy, accuracy_drop_points=100 * (fp32_accuracy - test.accuracy),
-        batched_accuracy=metrics_of(batched_logits, labels).accuracy, batched_size=BATCHED,
+        fp32_accuracy=fp32_accuracy, accuracy_drop_points=100 * (fp32_accuracy - accuracy),
+        batched_accuracy=Predictions.of(batched_logits, labels).metrics().accuracy, batched_size=BATCHED,
         calibration_examples=sum(len(b["input_ids"]) for b in calibration) if calibration else None,
         note=half_available(fmt.dtype, features) if fmt.dtype in HALF_DTYPES else None,
     )
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
-                       test=Predictions.of(logits, labels), speed={"source": fp32_speed, "student": student_speed})
+                       test=test, speed={"source": fp32_speed, "student": student_speed})
 
 
 def _chosen_by(asked: str, built: list[str], skipped: dict[str, str]) -> str:
