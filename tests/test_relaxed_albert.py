@@ -137,6 +137,49 @@ def test_parameters_and_flops_follow_the_rank(sharing, own_norms):
         layers * sum(2 * n * rank * (m + n_) for m, n_ in shapes)
 
 
+@pytest.mark.parametrize("tokens", [12, 40])
+def test_the_counted_flops_are_what_the_forward_pass_multiplies(tokens):
+    """The deltas' FLOPs over one sequence, counted by torch's own FLOP counter on a real forward pass: over
+    12 tokens each delta runs as its two factors, over 40 it is merged into its matrix first (32 x 32: merged
+    beyond 16 tokens), and the analytic count follows either way."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    tc = tiny_config()
+    configs = [albert_config(tc, 16, "all", rank=rank) for rank in (0, 5)]
+    counted = []
+    for config in configs:
+        model = Encoder(config).eval()
+        ids = torch.ones(1, tokens, dtype=torch.long)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(ids, torch.ones_like(ids), torch.zeros_like(ids))
+        counted.append(counter.get_total_flops())
+    analytic = [flops_per_sequence(config, tokens) for config in configs]
+    assert counted[1] - counted[0] == analytic[1] - analytic[0] > 0
+
+
+def test_a_batch_merges_each_delta_into_its_matrix_and_computes_what_the_factors_do(teacher, monkeypatch):
+    """Training batches run W' + B_l A_l as one matrix (fewer multiply-adds than three products over their tokens);
+    the logits and every gradient equal those of the factors applied one after the other."""
+    import compress.models.encoder as encoder
+
+    model = _distinct(build(teacher, _options(embedding_size=16, rank=4, own_norms=True))).train()
+    batch = padded_batch()   # 27 tokens: beyond 16 (the 32 x 32 matrices) and 21 (32 x 64), both merge
+    assert encoder.merges(27, 32, 32) and encoder.merges(27, 32, 64) and not encoder.merges(9, 32, 32)
+    results = []
+    for merge in (True, False):
+        monkeypatch.setattr(encoder, "merges", lambda tokens, inp, out, merge=merge: merge)
+        torch.manual_seed(0)
+        model.zero_grad()
+        logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).logits
+        logits.square().sum().backward()
+        results.append((logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (merged, merged_grads), (factored, factored_grads) = results
+    assert torch.allclose(merged, factored, atol=1e-5)
+    assert merged_grads.keys() == factored_grads.keys() and any("deltas" in n for n in merged_grads)
+    for name, grad in merged_grads.items():
+        assert torch.allclose(grad, factored_grads[name], atol=1e-4), name
+
+
 def test_rank_0_counts_what_transformers_albert_counts():
     from transformers import AlbertConfig, AlbertModel
 

@@ -21,7 +21,8 @@ Pruning does: a layer whose attention keeps h of the heads (head size d) and who
 neurons counts 2 n H (3 h d) + 2 n n h d * 2 + 2 n h d H for attention and 2 n H F' * 2 for the FFN.
 Low-rank factorization does too: a matrix in -> out held as two factors of rank r counts 2 n r (in + out)
 instead of 2 n in out, and a factorized token embedding adds 2 n r E (the lookup is free). Relaxed sharing adds
-each layer's rank-r delta, 2 n r (in + out) per shared matrix.
+each layer's rank-r delta, 2 n r (in + out) per shared matrix, or 2 r in out where the encoder merges it into
+the matrix first (over more than in out / (in + out) tokens: :func:`compress.models.encoder.merges`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch
 from torch import nn
 
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
+from compress.models.encoder import Encoder, merges
 
 # Display order and meaning of the components.
 COMPONENTS: dict[str, str] = {
@@ -131,6 +132,11 @@ def _matrix(n: int, inp: int, out: int, rank: int) -> int:
     return 2 * n * (rank * (inp + out) if rank else inp * out)
 
 
+def _delta(n: int, inp: int, out: int, rank: int) -> int:
+    """A relaxed layer's rank-r delta on a shared matrix in -> out over n tokens, as the encoder runs it."""
+    return 2 * rank * inp * out if merges(n, inp, out) else _matrix(n, inp, out, rank)
+
+
 def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
     """Analytic FLOPs (2 per multiply-add) of one forward pass over one sequence of ``seq_len`` tokens."""
     if seq_len <= 0:
@@ -151,9 +157,9 @@ def flops_per_sequence(config: EncoderConfig, seq_len: int) -> int:
             layers += _matrix(n, h, f, up) + _matrix(n, f, h, down)
         delta = config.delta_rank
         if delta and config.shares_attention:
-            layers += 4 * _matrix(n, h, h, delta)
+            layers += 4 * _delta(n, h, h, delta)
         if delta and config.shares_ffn:
-            layers += 2 * _matrix(n, h, f, delta)
+            layers += _delta(n, h, f, delta) + _delta(n, f, h, delta)
     head = 2 * h * h + 2 * h * config.num_labels
     return projection + words + layers + head
 

@@ -57,6 +57,8 @@ def export_onnx(model: Encoder, path: Path) -> None:
     """Write ``model`` (fp32, eval mode) to ``path`` as an ONNX graph with dynamic batch and length."""
     _require_onnxruntime()
     wrapped = _Logits(copy.deepcopy(model).float().eval())  # the caller's model is left as it was
+    # 16 tokens: few enough that a relaxed ALBERT's deltas are traced as their factors (encoder.merges), so the
+    # file holds each parameter once rather than every layer's merged matrix.
     example = torch.ones(2, 8, dtype=torch.long)
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES} | {"logits": {0: "batch"}}
     with warnings.catch_warnings(), torch.no_grad():
