@@ -114,21 +114,29 @@ def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
 @torch.inference_mode()
 def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
             collective: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits and gold labels over ``batches`` (the model is put in eval mode).
+    """Logits and gold labels over ``batches`` (the model is put in eval mode), in the order of the batches' ``index``
+    (their examples' positions in the split: :meth:`compress.data.batching.TokenizedTask.eval_batches`) where they
+    carry one, else in the order they come.
 
     ``collective``: every rank of a data-parallel run passes the same batches and computes its slice of
     each; the slices are gathered back in order, so every rank gets every example's logits once.
     """
     model.eval()
     ranks = world() if collective else World()
-    parts: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+    parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None] = []
     for batch in batches:
-        batch = to_device(local_slice(batch, ranks), device)
-        parts.append((model(**model_inputs(batch)).logits.float().cpu(), batch["labels"].cpu())
+        batch = local_slice(batch, ranks)
+        index = batch.get("index")
+        batch = to_device(batch, device)
+        parts.append((model(**model_inputs(batch)).logits.float().cpu(), batch["labels"].cpu(), index)
                      if len(batch["labels"]) else None)
     ordered = [part for batch in zip(*all_gather(parts)) for part in batch if part is not None] \
-        if ranks.size > 1 else parts
-    return torch.cat([logits for logits, _ in ordered]), torch.cat([labels for _, labels in ordered])
+        if ranks.size > 1 else [part for part in parts if part is not None]
+    logits, labels = torch.cat([p[0] for p in ordered]), torch.cat([p[1] for p in ordered])
+    if ordered and ordered[0][2] is not None:
+        order = torch.cat([p[2] for p in ordered]).argsort()   # type: ignore[misc]
+        logits, labels = logits[order], labels[order]
+    return logits, labels
 
 
 def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | None:

@@ -178,3 +178,25 @@ def test_length_grouped_batches_cover_every_example_once_and_cut_padding():
     padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
     plain = sum(16 * max(lengths[i] for i in range(s, min(s + 16, 1000))) for s in range(0, 1000, 16))
     assert padded < 0.75 * plain
+
+
+def test_eval_batches_cut_padding_and_predict_gives_the_logits_back_in_dataset_order(tmp_path: Path,
+                                                                                      tokenizer: Any) -> None:
+    """An evaluation pass over length-sorted batches computes fewer padded tokens than the in-order one, and
+    predict returns every example's logits and label at its position in the split, as the in-order pass does."""
+    from helpers import tiny_config
+
+    from compress.models.encoder import Encoder
+    from compress.training import predict
+
+    task = make_task(tmp_path, n=120)
+    tokenized = tokenize_task(task, tokenizer, max_length=64)
+    sorted_batches, in_order = list(tokenized.eval_batches("train", 8)), list(tokenized.dataloader("train", batch_size=8, shuffle=False))
+    assert sorted(int(i) for b in sorted_batches for i in b["index"]) == list(range(len(tokenized.splits["train"])))
+    assert sum(b["input_ids"].numel() for b in sorted_batches) < 0.75 * sum(b["input_ids"].numel() for b in in_order)
+    torch.manual_seed(0)
+    model = Encoder(tiny_config(vocab_size=tokenizer.vocab_size, max_positions=64)).eval()
+    logits, labels = predict(model, sorted_batches, torch.device("cpu"))
+    reference, reference_labels = predict(model, in_order, torch.device("cpu"))
+    assert torch.equal(labels, reference_labels) and labels.tolist() == tokenized.splits["train"]["labels"]
+    assert torch.allclose(logits, reference, atol=1e-5) and not torch.allclose(logits, logits.roll(1, 0))

@@ -248,6 +248,31 @@ def make_dataloader(
     return DataLoader(dataset, batch_sampler=length_grouped_batches(lengths, batch_size, seed), collate_fn=collate_fn)
 
 
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """The examples shortest first (ties in dataset order), cut into batches of ``batch_size``."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@dataclass(frozen=True)
+class IndexedBatches:
+    """Batches of ``dataset`` made of the examples ``batches`` lists, each with an ``index`` tensor: the positions of
+    its examples in the dataset, by which :func:`compress.training.predict` puts its outputs back in dataset order."""
+
+    dataset: datasets.Dataset
+    collator: Any
+    batches: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        for indices in self.batches:
+            batch = self.collator(self.dataset.__getitems__(indices))
+            batch["index"] = torch.as_tensor(indices, dtype=torch.long)
+            yield batch
+
+
 @dataclass(frozen=True)
 class TokenizedTask:
     """A task's splits tokenized for one tokenizer and maximum length.
@@ -272,6 +297,14 @@ class TokenizedTask:
         """Batches of one split; shuffled (seeded) by default for ``train`` only."""
         shuffle = split == "train" if shuffle is None else shuffle
         return make_dataloader(self.splits[split], self.collator, batch_size=batch_size, shuffle=shuffle, seed=seed)
+
+    def eval_batches(self, split: str, batch_size: int = 128) -> IndexedBatches:
+        """The batches of a pass that only reads a model (evaluation, logits): sorted by length, so each is padded
+        to a length its sentences share rather than to the longest of ``batch_size`` in dataset order (on MR's
+        test split half the tokens of an in-order pass), each carrying its examples' positions (``index``)."""
+        examples = self.splits[split]
+        return IndexedBatches(examples, self.collator,
+                              length_sorted_batches([len(ids) for ids in examples["input_ids"]], batch_size))
 
     def sample(self, examples: int, seed: int, batch_size: int = 32) -> list[dict[str, torch.Tensor]]:
         """The first ``examples`` training examples of a seeded shuffle, in batches of ``batch_size`` (what

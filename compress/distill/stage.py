@@ -42,10 +42,10 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
                                seed=settings.seed + epoch)
 
     def dev_loss() -> dict[str, float]:
-        return objective.mean_loss(student, data.dataloader("dev", batch_size=128), device)
+        return objective.mean_loss(student, data.eval_batches("dev"), device)
 
     result = train_stage(
-        student, objective, train_batches, lambda: data.dataloader("dev", batch_size=128), train_config,
+        student, objective, train_batches, lambda: data.eval_batches("dev"), train_config,
         device=device, name=f"{recipe.method}: {stage.name}", log=log,
         extra_parameters=list(objective.projections.parameters()),
         evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,

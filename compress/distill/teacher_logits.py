@@ -36,7 +36,7 @@ def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
     examples = len(data.splits[split])
 
     def build(tmp: Path) -> None:
-        batches = data.dataloader(split, batch_size=128, shuffle=False)
+        batches = data.eval_batches(split)
         logits, _ = predict(teacher, with_progress(batches, f"teacher logits ({split})", show_progress), device)
         save_file({"logits": logits.contiguous()}, tmp / LOGITS)
         as_ordinary_file(tmp / LOGITS)

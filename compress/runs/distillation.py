@@ -89,7 +89,7 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
             stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                        train_settings(config), device, log, show_progress,
                                        resume.stage(index, stages, tmp / "log.jsonl")))
-        student_test = Predictions.of(*predict(student, data.dataloader("test", batch_size=128), device,
+        student_test = Predictions.of(*predict(student, data.eval_batches("test"), device,
                                                collective=True))
         if not world().is_main:
             return RunResult(out, None)

@@ -109,7 +109,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     data = source.data if made.tokenizer is None else \
         tokenize_task(source.task, made.tokenizer, max_length=source.data.max_length)
     model = made.model
-    predictions = made.test or Predictions.of(*predict(model, data.dataloader("test", batch_size=128),
+    predictions = made.test or Predictions.of(*predict(model, data.eval_batches("test"),
                                                        next(model.parameters()).device))
     test = predictions.metrics()
     if isinstance(model, Encoder):

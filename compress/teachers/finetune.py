@@ -137,12 +137,12 @@ def finetune_teacher(
             result = train_stage(
                 model, hard_label_loss,
                 train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
-                dev_batches=lambda: data.dataloader("dev", batch_size=tc.eval_batch_size),
+                dev_batches=lambda: data.eval_batches("dev", tc.eval_batch_size),
                 config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
                 checkpoints=resume.stage(0, []),
             )
             start = time.perf_counter()
-            test_batches = data.dataloader("test", batch_size=tc.eval_batch_size)
+            test_batches = data.eval_batches("test", tc.eval_batch_size)
             test = evaluate(model, test_batches, torch_device, collective=True)
             record = FinetuneRecord(
                 teacher=teacher, teacher_dir=str(teacher_dir), dataset=task.name, fingerprint=fingerprint,
