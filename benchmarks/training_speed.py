@@ -9,7 +9,9 @@ logits attached where the stage reads only those, as their cache does), and time
 ``compress.training.train_stage`` takes, phase by phase: the teacher's forward pass (stages that read its
 hidden states or attention), the student's forward pass with the loss, the backward pass, and the optimizer
 (zero_grad, clipping, fused AdamW). fp32 and bf16 alternate step by step in one process, after warm-up steps;
-each phase is the median over ``--repeats`` steps. Prints the CPU: bf16 pays where the CPU computes it natively
+each phase is the median over ``--repeats`` steps. A relaxed ALBERT (``albert[rank=48]``) is timed a third way, as
+the recipe before this one ran it: fp32 with each layer's delta applied as its two factors, not merged into the
+shared matrix (``compress.models.encoder.merges``); its speed-ups are against that. Prints the CPU: bf16 pays where the CPU computes it natively
 (AVX-512 BF16 or AMX) and is emulated, slowly, elsewhere, which is why ``--precision auto`` chooses per CPU.
 """
 
@@ -19,9 +21,11 @@ import argparse
 import copy
 import statistics
 import time
+from contextlib import contextmanager
 
 import torch
 
+import compress.models.encoder as encoder
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.timing import fixed_threads
 from compress.data.load import load_task
@@ -56,9 +60,25 @@ def build(name: str, teacher: Encoder, data) -> tuple[Encoder, Recipe]:
     return made.model, recovery_recipe(options, made.model.config.num_layers)
 
 
+FACTORED = "fp32, factored"   # the recipe before: fp32, a relaxed ALBERT's deltas as two factors each
+
+
+@contextmanager
+def deltas_as_factors(variant: str):
+    """Inside, a relaxed ALBERT runs its deltas as the recipe before did (never merged) when ``variant`` asks."""
+    merges = encoder.merges
+    if variant == FACTORED:
+        encoder.merges = lambda tokens, inp, out: False
+    try:
+        yield
+    finally:
+        encoder.merges = merges
+
+
 def time_stage(objective: DistillationObjective, student: Encoder, batches: list[dict[str, torch.Tensor]],
                precisions: tuple[str, ...], repeats: int) -> dict[str, dict[str, float]]:
-    """Median milliseconds of each phase of a step, per precision (the precisions alternate step by step)."""
+    """Median milliseconds of each phase of a step, per variant (a precision, or FACTORED; the variants alternate
+    step by step)."""
     optimizer = _optimizer(student, list(objective.projections.parameters()), TrainConfig())
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     teacher_forward = objective.teacher_outputs
@@ -76,10 +96,10 @@ def time_stage(objective: DistillationObjective, student: Encoder, batches: list
     for i in range(WARMUP + repeats):
         batch = batches[i % len(batches)]
         for precision in precisions if i % 2 == 0 else precisions[::-1]:
-            dtype = PRECISIONS[precision]
+            dtype = PRECISIONS.get(precision)
             spent["teacher"] = 0.0
             start = time.perf_counter()
-            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None), deltas_as_factors(precision):
                 loss, _ = objective(student, batch)
             forward = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
@@ -122,7 +142,7 @@ def main() -> None:
     print(f"{len(batches)} MR batches of {args.batch_size}, {tokens / len(batches) / args.batch_size:.1f} tokens "
           f"a sentence as padded, {real / tokens:.1%} of them real (length-grouped batches); median of "
           f"{args.repeats} steps after {WARMUP} warm-up, fp32 and bf16 alternating")
-    print(f"{'student / stage':34} {'precision':>9} {'teacher':>8} {'forward':>8} {'backward':>9} "
+    print(f"{'student / stage':34} {'precision':>15} {'teacher':>8} {'forward':>8} {'backward':>9} "
           f"{'optimizer':>9} {'step ms':>8} {'ex/s':>6} {'speed-up':>8}")
     with fixed_threads(args.threads):
         for name in args.students.split(","):
@@ -131,12 +151,14 @@ def main() -> None:
                 objective = DistillationObjective(stage, teacher, student, recipe.layer_map)
                 stage_batches = [b if objective.needs_teacher_forward else b | {"teacher_logits": t}
                                  for b, t in zip(batches, logits, strict=True)]
-                phases = time_stage(objective, student, stage_batches, ("fp32", "bf16"), args.repeats)
+                variants = (FACTORED, "fp32", "bf16") if student.config.relaxed else ("fp32", "bf16")
+                phases = time_stage(objective, student, stage_batches, variants, args.repeats)
                 step = {p: sum(ms.values()) for p, ms in phases.items()}
+                before = step[variants[0]]
                 for precision, ms in phases.items():
-                    print(f"{name + ' / ' + stage.name:34} {precision:>9} {ms['teacher']:8.0f} {ms['forward']:8.0f} "
+                    print(f"{name + ' / ' + stage.name:34} {precision:>15} {ms['teacher']:8.0f} {ms['forward']:8.0f} "
                           f"{ms['backward']:9.0f} {ms['optimizer']:9.0f} {step[precision]:8.0f} "
-                          f"{args.batch_size * 1000 / step[precision]:6.0f} {step['fp32'] / step[precision]:7.2f}x")
+                          f"{args.batch_size * 1000 / step[precision]:6.0f} {before / step[precision]:7.2f}x")
 
 
 if __name__ == "__main__":
