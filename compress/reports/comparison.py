@@ -197,6 +197,8 @@ def _context_line(comparison: ShownComparison) -> list[str]:
         parts.append(f"CPU {context.cpu}")
     if context.threads is not None:
         parts.append(f"{context.threads} threads")
+    if context.precision:
+        parts.append(f"students trained in {context.precision}")
     if context.other_cpus is not None and context.other_cpus > BUSY_THRESHOLD:
         parts.append(f"other processes kept {context.other_cpus:.1f} CPUs busy while speed was measured (timings "
                      "inflated, speed-ups understated)")
@@ -358,6 +360,8 @@ def render_summary(path: Path, heading: str = "##") -> str:
     made += f" on {_md(_cpu_phrase(data))}"
     if (threads := shown.context.threads) is not None:
         made += f", timed with {threads} thread{'' if threads == 1 else 's'}"
+    if shown.context.precision:
+        made += f", students trained in {_md(shown.context.precision)}"
     if shown.context.created:
         made += f", {_md(shown.context.created)}"
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]

@@ -286,6 +286,7 @@ class ShownContext:
     accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties (schema < 3)
     seeds: tuple[int | float, ...] = ()             # schema 3: the seeds every seeded run was trained with
     rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency
+    precision: str | None = None                    # what the runs trained in (None: recorded before it was)
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -296,7 +297,8 @@ class ShownContext:
                    accuracy_standard_error=number(data.get("accuracy_standard_error")),
                    seeds=tuple(x for x in map(_as_given, data.get("seeds") or []) if x is not None)
                    if isinstance(data.get("seeds"), list) else (),
-                   rounds=_as_given(_object(data.get("speed")).get("rounds")))
+                   rounds=_as_given(_object(data.get("speed")).get("rounds")),
+                   precision=_text(data.get("precision")))
 
 
 @dataclass(frozen=True, kw_only=True)
