@@ -11,8 +11,9 @@ hidden states or attention), the student's forward pass with the loss, the backw
 (zero_grad, clipping, fused AdamW). fp32 and bf16 alternate step by step in one process, after warm-up steps;
 each phase is the median over ``--repeats`` steps. A relaxed ALBERT (``albert[rank=48]``) is timed a third way, as
 the recipe before this one ran it: fp32 with each layer's delta applied as its two factors, not merged into the
-shared matrix (``compress.models.encoder.merges``); its speed-ups are against that. Prints the CPU: bf16 pays where the CPU computes it natively
-(AVX-512 BF16 or AMX) and is emulated, slowly, elsewhere, which is why ``--precision auto`` chooses per CPU.
+shared matrix (``compress.models.encoder.merges``); its speed-ups are against that. Prints the CPU: bf16 pays
+where the CPU computes it natively (AVX-512 BF16 or AMX) and is emulated, slowly, elsewhere, which is why
+``--precision auto`` chooses per CPU.
 """
 
 from __future__ import annotations

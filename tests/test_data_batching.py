@@ -191,7 +191,8 @@ def test_eval_batches_cut_padding_and_predict_gives_the_logits_back_in_dataset_o
 
     task = make_task(tmp_path, n=120)
     tokenized = tokenize_task(task, tokenizer, max_length=64)
-    sorted_batches, in_order = list(tokenized.eval_batches("train", 8)), list(tokenized.dataloader("train", batch_size=8, shuffle=False))
+    sorted_batches = list(tokenized.eval_batches("train", 8))
+    in_order = list(tokenized.dataloader("train", batch_size=8, shuffle=False))
     assert sorted(int(i) for b in sorted_batches for i in b["index"]) == list(range(len(tokenized.splits["train"])))
     assert sum(b["input_ids"].numel() for b in sorted_batches) < 0.75 * sum(b["input_ids"].numel() for b in in_order)
     torch.manual_seed(0)

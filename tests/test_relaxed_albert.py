@@ -172,7 +172,8 @@ def test_a_batch_merges_each_delta_into_its_matrix_and_computes_what_the_factors
         model.zero_grad()
         logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).logits
         logits.square().sum().backward()
-        results.append((logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logits.detach(), grads))
     (merged, merged_grads), (factored, factored_grads) = results
     assert torch.allclose(merged, factored, atol=1e-5)
     assert merged_grads.keys() == factored_grads.keys() and any("deltas" in n for n in merged_grads)

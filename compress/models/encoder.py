@@ -178,7 +178,8 @@ def _through(block: nn.Module, name: str, x: torch.Tensor, delta: LayerDelta | N
         return matrix(x)
     offset = getattr(delta, name)
     tokens = x.numel() // x.shape[-1]
-    if offset.up is None or type(matrix) is not nn.Linear or not merges(tokens, matrix.in_features, matrix.out_features):
+    if offset.up is None or type(matrix) is not nn.Linear or \
+            not merges(tokens, matrix.in_features, matrix.out_features):
         return matrix(x) + offset(x)
     weight = matrix.weight + offset.up.weight @ offset.down.weight
     bias = matrix.bias if offset.bias is None else matrix.bias + offset.bias
