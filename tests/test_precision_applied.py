@@ -101,15 +101,19 @@ def test_the_run_flag_reaches_the_students_training_steps(tmp_path):
 @pytest.mark.parametrize(("flags", "chosen"), [("avx2 fma", "fp32"), ("avx2 avx512f avx512_bf16", "bf16"),
                                                ("avx2 amx_tile amx_bf16", "bf16")])
 def test_auto_precision_is_bf16_only_where_the_cpu_computes_it(monkeypatch, flags, chosen):
-    """``--precision auto`` reads the CPU's flags (faked here: the rule, not this machine) and a run's config holds
-    the precision it stands for, never ``auto``; a precision asked for by name is kept whatever the CPU."""
+    """``--precision auto`` (the default of a run and of a comparison) reads the CPU's flags (faked here: the rule,
+    not this machine) and a run's config holds the precision it stands for, never ``auto``; a precision asked for by
+    name is kept whatever the CPU."""
     from compress.bench import machine
+    from compress.runs.compare import CompareConfig
     from compress.runs.config import RunConfig
     from compress.training import resolve_precision
 
     monkeypatch.setattr(machine, "_cpuinfo_field", lambda name: flags if name == "flags" else None)
     assert resolve_precision("auto", "cpu") == chosen
     assert RunConfig(method="distilbert", precision="auto", device="cpu").precision == chosen
+    assert RunConfig(method="distilbert", device="cpu").precision == chosen
+    assert resolve_precision(CompareConfig().precision, "cpu") == chosen
     assert RunConfig(method="distilbert", precision="fp32", device="cpu").precision == "fp32"
     assert RunConfig(method="distilbert", precision="bf16", device="cpu").precision == "bf16"
 

@@ -43,8 +43,9 @@ def compare(
     teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
     teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
-    precision: str = typer.Option("fp32", help="Precision every run trains in: fp32, bf16 (autocast), fp16 (CUDA "
-                                               "only) or auto (bf16 where the device computes it natively)."),
+    precision: str = typer.Option("auto", help="Precision every run trains in: auto (the default: bf16 where the "
+                                               "device computes it natively, else fp32), fp32, bf16 (autocast) or "
+                                               "fp16 (CUDA only)."),
     executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
                                                 "speed is still measured here, in one process)."),
     address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),

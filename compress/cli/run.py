@@ -80,8 +80,9 @@ def _settings() -> list[tuple[str, Any, Any]]:
                                         "steps write OUT-STEP.")),
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
         ("device", str, O("auto", help="auto, cpu or cuda.")),
-        ("precision", str, O("fp32", help="Precision the student trains in: fp32, bf16 (autocast), fp16 "
-                                          "(CUDA only) or auto (bf16 where the device computes it natively).")),
+        ("precision", str, O("auto", help="Precision the student trains in: auto (the default: bf16 where "
+                                          "the device computes it natively, else fp32), fp32, bf16 (autocast) or fp16 "
+                                          "(CUDA only).")),
         ("checkpoint_every", int, O(DEFAULT_EVERY, help="Steps between checkpoints of unfinished training, besides "
                                                      "every epoch end (0: epoch ends only); rerunning an "
                                                      "interrupted command continues from the last one.")),

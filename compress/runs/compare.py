@@ -112,7 +112,7 @@ class CompareConfig:
     batch_size: int = 32
     seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED])   # every seeded run once per seed
     device: str = "auto"
-    precision: str = "fp32"             # every run's training precision (auto: bf16 where the device computes it)
+    precision: str = "auto"             # every run's training precision (auto: bf16 where the device computes it)
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30

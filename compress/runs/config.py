@@ -57,7 +57,7 @@ class RunConfig:
     threads: int | None = None
     out: str | None = None
     overwrite: bool = False
-    precision: str = "fp32"           # training precision: fp32, bf16, fp16 (CUDA only) or auto (resolved here)
+    precision: str = "auto"           # training precision: auto (resolved here), fp32, bf16, fp16 (CUDA only)
     checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
 
     def __post_init__(self) -> None:
