@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -40,9 +40,19 @@ from compress.pretrain.config import INITS, OBJECTIVES, PAPER_TABLE5, PretrainCo
 from compress.pretrain.masking import IGNORE, MaskingSpec, mask_tokens
 from compress.pretrain.model import PretrainingModel
 from compress.resume import Resume
+from compress.stats import Interval, wilson_interval
 from compress.students.albert import AlbertOptions, albert_config, build_albert
 from compress.teachers.registry import load_teacher, load_tokenizer, resolve_teacher_dir, teacher_config
-from compress.training import Batch, TrainConfig, seed_everything, to_device, train_stage, with_progress
+from compress.training import (
+    Batch,
+    TrainConfig,
+    check_precision,
+    resolve_precision,
+    seed_everything,
+    to_device,
+    train_stage,
+    with_progress,
+)
 
 RECORD = "record.json"
 _CACHE_VERSION = 1
@@ -77,6 +87,12 @@ class PretrainResult:
         return self.directory / "encoder"
 
 
+def held_out_interval(record: PretrainRecord, task: str) -> Interval:
+    """The 95% interval (Wilson's) of the sentence head's accuracy on the held-out ``task`` pairs (sop, nsp)."""
+    n = record["pairs"][f"held_out_{task}"]
+    return wilson_interval(round(record["held_out"][f"{task}_accuracy"] * n), n)
+
+
 def _corpus_id(corpus: str) -> str:
     path = Path(corpus)
     return f"file:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.is_file() else corpus
@@ -84,18 +100,20 @@ def _corpus_id(corpus: str) -> str:
 
 def check_pretrain(config: PretrainConfig, device: str = "auto") -> None:
     """Every refusal of a pre-training that needs no corpus, weights or training: the ALBERT shape against the
-    teacher's, the corpus's name, the device."""
+    teacher's, the corpus's name, the device and the precision on it."""
     try:
         albert_config(teacher_config(config.teacher), config.embedding_size, config.sharing, config.groups)
     except ValueError as e:
         raise CompressError(f"invalid ALBERT shape: {e}") from None
     check_corpus(config.corpus)
-    resolve_device(device)
+    check_precision(resolve_precision(config.precision, device), resolve_device(device))
 
 
 def pretrain(config: PretrainConfig, *, device: str = "auto", show_progress: bool = True) -> PretrainResult:
     """The pre-trained encoder of ``config`` (trained, or found in the cache); bad input fails before training."""
     check_pretrain(config, device)
+    # auto becomes the precision it stands for here, so the cache key and the record name the one that trained
+    config = replace(config, precision=resolve_precision(config.precision, device))
     teacher_dir = resolve_teacher_dir(config.teacher)
     documents = load_corpus(config.corpus)
     train_docs, held_docs = _split_documents(documents, config)
@@ -192,10 +210,11 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
         if not sentence_loss:
             return mlm, {"mlm": mlm.item()}
         order = nn.functional.cross_entropy(sentence, batch["labels"])
-        return mlm + order, {"mlm": mlm.item(), config.objective: order.item()}
+        return config.mlm_weight * mlm + order, {"mlm": mlm.item(), config.objective: order.item()}
 
     def held_out_metrics() -> dict[str, float]:
-        return evaluate_pretraining(model, held_out, collator, spec, config.objective, device, show_progress)
+        return evaluate_pretraining(model, held_out, collator, spec, config.objective, device, show_progress,
+                                    config.mlm_weight)
 
     with open(out / "log.jsonl", "w") as log:
         log.write(resume.log())
@@ -204,7 +223,7 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
             lambda epoch: make_dataloader(train, collator, batch_size=config.batch_size, shuffle=True,
                                           seed=config.seed + epoch),
             lambda: [], TrainConfig(epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
-                                    seed=config.seed, metric="loss"),
+                                    seed=config.seed, metric="loss", precision=config.precision),
             device=device, name=f"pretrain ({config.objective})", log=log, evaluate_fn=held_out_metrics,
             show_progress=show_progress,
             checkpoints=resume.stage(0, [], out / "log.jsonl", generators=(generator,)),
@@ -225,12 +244,12 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
 @torch.inference_mode()
 def evaluate_pretraining(model: PretrainingModel, held_out: dict[str, datasets.Dataset], collator: Any,
                          spec: MaskingSpec, objective: str, device: torch.device,
-                         show_progress: bool = False) -> dict[str, float]:
+                         show_progress: bool = False, mlm_weight: float = 1.0) -> dict[str, float]:
     """Masked-LM accuracy and loss on in-order held-out pairs (masks drawn with a fixed seed, so every model
     and epoch is scored on the same corruption), and the sentence head's accuracy on held-out SOP pairs and
-    NSP pairs. ``loss`` (what picks the best epoch) is the masked-LM loss plus, unless ``objective`` is
-    ``none``, the sentence loss on that objective's pairs. Each pass shows a progress bar when asked
-    (on 2 cores the three take minutes)."""
+    NSP pairs. ``loss`` (what picks the best epoch) is the masked-LM loss, weighted as in training
+    (``mlm_weight``), plus, unless ``objective`` is ``none``, the sentence loss on that objective's pairs. Each
+    pass shows a progress bar when asked (on 2 cores the three take minutes)."""
     model.eval()
     generator = torch.Generator().manual_seed(0)
     correct = total = 0
@@ -260,4 +279,4 @@ def evaluate_pretraining(model: PretrainingModel, held_out: dict[str, datasets.D
         metrics[f"{name}_accuracy"] = right / seen
         if name == objective:
             sentence_loss /= seen
-    return {"loss": metrics["mlm_loss"] + sentence_loss, **metrics}
+    return {"loss": mlm_weight * metrics["mlm_loss"] + sentence_loss, **metrics}
