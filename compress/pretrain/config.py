@@ -27,18 +27,18 @@ class PretrainConfig:
     sharing: str = "all"
     groups: int = 1
     # Two sentences a segment and 128 tokens a pair: one-sentence segments hold too few cues to their order (SOP
-    # alone, at the teacher's shape: held-out 57% after 3 epochs against 63% with two; docs/guide.md).
+    # alone, at the teacher's shape: held-out 57% after 3 epochs against 63% with two; docs/tutorial.md, section 5).
     sentences_per_segment: int = 2
     max_length: int = 128
     max_pairs: int = 12000
     held_out_documents: int = 200
-    # Sentence order is learned late: its loss sits at ln 2 for the first 300-600 steps and then falls; five
-    # epochs (1,365 steps on BBC News) give it room after that (guide).
+    # Sentence order is learned late: its loss sits at ln 2 for 250-600 steps and then falls; five
+    # epochs (1,365 steps on BBC News) give it room after that (docs/tutorial.md, section 5).
     epochs: int = 5
     batch_size: int = 32
     lr: float = 1e-4
-    # The masked-LM loss's weight against the sentence loss: at 1 the new masked-LM head's loss (4.5 nats at the
-    # teacher's shape) drives the shared encoder and the clipped gradient, and SOP stays at chance (guide).
+    # The masked-LM loss's weight against the sentence loss: at 1 the new masked-LM head's loss (8.5 nats falling to
+    # 4.5) drives the encoder and the clipped gradient, and SOP stays at chance (docs/tutorial.md, section 5).
     mlm_weight: float = 0.1
     precision: str = "auto"   # auto: bf16 autocast where the device computes it natively, else fp32
     seed: int = 13
