@@ -54,7 +54,8 @@ def test_comparison_has_every_method_with_every_field(compared):
     assert data == compared["first"]
     assert Comparison.from_dict(data).to_dict() == data   # the typed record round-trips through JSON
     assert [m["method"] for m in data["methods"]] == DEFAULT_RUNS
-    assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune"} <= set(DEFAULT_RUNS)
+    assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune", "albert[rank=48]",
+            "albert[rank=48]+int8"} <= set(DEFAULT_RUNS)
     teacher = data["teacher"]
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:
