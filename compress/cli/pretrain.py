@@ -81,9 +81,7 @@ def pretrain(
     baseline = downstream(configs[0], None, later, splits, show_progress=not as_json) if later.datasets else []
     if as_json:
         printed = [{**r.record, "directory": str(r.directory), "cache_hit": r.cache_hit, "downstream": rows,
-                    "downstream_without_pretraining": baseline,
-                    "held_out_intervals": {task: [(i := held_out_interval(r.record, task)).low, i.high]
-                                           for task in ("nsp", "sop")}}
+                    "downstream_without_pretraining": baseline, "held_out_intervals": _bounds(r.record)}
                    for r, rows in zip(results, tasks)]
         print_json(printed if len(printed) > 1 else printed[0])
         return
@@ -125,6 +123,14 @@ def pretrain(
 
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def _bounds(record: dict) -> dict[str, list[float]]:
+    """The 95% interval of each held-out sentence task, as [low, high] (for --json)."""
+    from compress.pretrain.run import held_out_interval
+
+    intervals = {task: held_out_interval(record, task) for task in ("nsp", "sop")}
+    return {task: [i.low, i.high] for task, i in intervals.items()}
 
 
 def _interval_cell(interval: Interval) -> str:
