@@ -37,9 +37,12 @@ def tutorial_commands() -> list[list[str]]:
     return commands
 
 
-def tiny_flags(argv: list[str], teacher: str, csv: str) -> list[str]:
+def tiny_flags(argv: list[str], teacher: str, csv: str, corpus: str) -> list[str]:
     """The flags that make one tutorial command small; read-only commands get none."""
     data = ["--teacher", teacher, "--dataset", csv]
+    if argv[:2] == ["compress", "pretrain"]:   # the tiny teacher's own width, one short epoch on a tiny corpus
+        return ["--teacher", teacher, "--corpus", corpus, "--embedding-size", "312", "--sentences-per-segment", "1",
+                "--epochs", "1", "--precision", "fp32"]
     if argv[:2] in (["compress", "teacher"], ["compress", "teachers"]) and "finetune" in argv:
         return data + list(FINETUNE_FLAGS)
     if argv[:2] == ["compress", "run"]:
@@ -63,11 +66,14 @@ def test_tutorial_has_the_commands_it_promises():
 def test_tutorial_commands_run_as_written(tmp_path):
     teacher = make_tiny_teacher(tmp_path / "minilm", layers=4, hidden=312)
     csv = write_tiny_csv(tmp_path / "mr.csv", copies=4)
+    corpus = tmp_path / "corpus.txt"   # documents of five sentences, separated by blank lines
+    corpus.write_text("\n\n".join(f"Story {i} began. It went on. Then it turned. It ended well. That was {i}."
+                                  for i in range(40)) + "\n")
     work = tmp_path / "work"
     work.mkdir()
     env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
     for argv in tutorial_commands():
-        argv = [*argv, *tiny_flags(argv, str(teacher), str(csv))]
+        argv = [*argv, *tiny_flags(argv, str(teacher), str(csv), str(corpus))]
         if argv[0] == "compress":
             done = run_cli(*argv[1:], env=env, cwd=work)
         elif argv[0] == "python":
