@@ -6,6 +6,7 @@ own). One ``compress compare`` trains (or reuses) every run; the plot reads its 
     python benchmarks/albert_curve.py [--ranks 0 16 48 128] [--start default|svd|zero] [--seeds 13,14,15]
                                       [--others 'albert[sharing=none]' distilbert] [--out runs/albert-curve]
                                       [--plot docs/images/albert_curve.png] [--plot-only] [--threads 2]
+                                      [--repeats 30]
     python benchmarks/albert_curve.py --probe [--ranks 0 16 32 64 128] [--start svd]
 
 Starts: ``default`` is what ``compress run albert --rank r`` builds (``albert`` at rank 0, ``albert[rank=r]``
@@ -116,6 +117,7 @@ def main() -> None:
     parser.add_argument("--plot", default="docs/images/albert_curve.png")
     parser.add_argument("--plot-only", action="store_true", help="draw from the comparison.json in --out")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=30, help="batch-1 latency calls per model (speed only)")
     parser.add_argument("--probe", action="store_true", help="the untrained starts' test accuracy (trains nothing)")
     args = parser.parse_args()
     if args.probe:
@@ -128,9 +130,9 @@ def main() -> None:
     else:
         seeds = [int(s) for s in args.seeds.split(",")]
         print(f"compress compare --seeds {args.seeds} --precision {args.precision} --methods '{','.join(methods)}' "
-              f"--threads {args.threads} --out {args.out}")
+              f"--threads {args.threads} --repeats {args.repeats} --out {args.out}")
         _, result = compare(CompareConfig(methods=methods, out=args.out, threads=args.threads, seeds=seeds,
-                                          precision=args.precision), progress=print)
+                                          precision=args.precision, repeats=args.repeats), progress=print)
         data = result.to_dict()
     comparison = read_comparison(data)
     print(f"{'method':32s} {'params':>7s}  {'accuracy':>8s}  retention (95% interval)")
