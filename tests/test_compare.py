@@ -196,7 +196,7 @@ def test_unknown_method_is_one_line(compared):
 @pytest.mark.parametrize("methods, expected", [
     ("int8+distilbert", "distilbert trains a student and can only be a pipeline's first step"),
     ("distilbert[width=3]+int8", "--width do(es) not apply to distilbert"),
-    ("distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch, not onnxruntime"),
+    ("distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch or openvino, not onnxruntime"),
     # minilm has 6 layers, its DistilBERT student 3: checked against the student before it trains
     ("distilbert+prune[drop_layers=3]", "--drop-layers 3 would remove every layer: the model has 3"),
 ])

@@ -21,7 +21,7 @@ from compress.methods.prune_vocab import RECORDED_KEPT, kept_tokens
 from compress.methods.quantization import quant_format
 from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.encoder import Encoder
-from compress.quantize.artefacts import artefact_bytes, write_artefact
+from compress.quantize.artefacts import artefact_bytes, needs_calibration, write_artefact
 from compress.registry import all_methods
 from compress.reports.explain import explain
 
@@ -45,7 +45,12 @@ def checkpoint(tmp_path_factory) -> Path:
 
 
 def _tensor_bytes(directory: Path, backend: str) -> int:
-    """Bytes of the tensors an artefact stores (ONNX initializers; safetensors tensors)."""
+    """Bytes of the tensors an artefact stores (ONNX initializers; OpenVINO constants; safetensors tensors)."""
+    if backend == "openvino":
+        import openvino as ov
+
+        model = ov.Core().read_model(str(directory / "model.xml"))
+        return sum(op.get_byte_size() for op in model.get_ops() if op.get_type_name() == "Constant")
     if backend == "onnxruntime":
         graph = onnx.load(str(directory / "model.onnx")).graph
         return sum(numpy_helper.to_array(t).nbytes for t in graph.initializer)
@@ -54,7 +59,8 @@ def _tensor_bytes(directory: Path, backend: str) -> int:
 
 def test_every_quantization_method_and_backend_is_checked():
     assert {("int8", "onnxruntime"), ("int8", "torch"), ("static-int8", "onnxruntime"), ("bf16", "torch"),
-            ("fp16", "torch"), ("onnx", "onnxruntime")} <= set(VARIANTS)
+            ("fp16", "torch"), ("onnx", "onnxruntime"), ("int8", "openvino"), ("bf16", "openvino"),
+            ("onnx", "openvino")} <= set(VARIANTS)
 
 
 @pytest.mark.parametrize(("method", "backend"), VARIANTS)
@@ -67,18 +73,24 @@ def test_explained_bytes_are_those_of_the_artefact_the_run_writes(checkpoint, tm
     fmt = quant_format(method)
     rng = np.random.default_rng(0)
     calibration = [{"input_ids": rng.integers(1, CONFIG.vocab_size, (4, 16)), "attention_mask": np.ones((4, 16), int),
-                    "token_type_ids": np.zeros((4, 16), int)}] if fmt.calibrated else None
+                    "token_type_ids": np.zeros((4, 16), int)}] if needs_calibration(fmt, backend) else None
     write_artefact(fmt, backend, load_encoder(checkpoint).model, tmp_path, calibration=calibration)
-    # The tensors: the same bytes, up to the graph's few shape constants and static int8's activation scales.
-    assert _tensor_bytes(tmp_path, backend) == pytest.approx(explained, rel=0.002)
-    # The ratio explain prints, against the file the run measures (which adds the graph or a header).
-    real_ratio = data["teacher"]["size_bytes"] / artefact_bytes(tmp_path)
+    # The tensors: the same bytes, up to the graph's few shape constants and static int8's activation scales;
+    # NNCF's int8 also stores SmoothQuant's factor per input channel of each MatMul (0.33% here).
+    tolerance = 0.005 if (method, backend) == ("int8", "openvino") else 0.002
+    assert _tensor_bytes(tmp_path, backend) == pytest.approx(explained, rel=tolerance)
+    # The ratio explain prints, against the file the run measures (which adds the graph or a header). OpenVINO
+    # keeps its graph apart, in the .xml: 206 KB for these two layers with NNCF's nodes, 8% of this small int8
+    # model (0.56 MB, 2.4%, for minilm's six layers); it is left out here and counted in the run's size.
+    structure = (tmp_path / "model.xml").stat().st_size if backend == "openvino" else 0
+    real_ratio = data["teacher"]["size_bytes"] / (artefact_bytes(tmp_path) - structure)
     assert data["ratios"]["size"] == pytest.approx(real_ratio, rel=0.05)
 
 
 def test_the_int8_formula_names_the_scheme_of_each_backend():
     int8 = explain("int8", "minilm")
-    onnx_line, torch_line = int8["formula"]
+    onnx_line, torch_line, openvino_line = int8["formula"]
+    assert "7 bits" in openvino_line and "one scale per row" in openvino_line and "SmoothQuant" in openvino_line
     assert "per output channel" in onnx_line and "embedding table" in onnx_line and "/ 127" in onnx_line
     assert "per matrix" in torch_line and "/ 127.5" in torch_line and "embedding tables" in torch_line
     assert explain("int8[backend=torch]", "minilm")["formula"] == [torch_line]

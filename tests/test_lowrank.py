@@ -144,7 +144,7 @@ def test_ranks_are_shared_out_within_the_budget(model):
 def test_a_factorized_model_saves_reloads_exports_and_quantizes(model, tmp_path):
     from compress.methods.quantization import quant_format
     from compress.models.checkpoints import load_encoder, save_encoder
-    from compress.quantize.artefacts import load_artefact, write_artefact
+    from compress.quantize.artefacts import load_artefact, needs_calibration, write_artefact
 
     found = matrices(model)
     small = factorize(model, {m.key: 3 for m in found}, {}, word_rank=6)
@@ -154,11 +154,13 @@ def test_a_factorized_model_saves_reloads_exports_and_quantizes(model, tmp_path)
     loaded = load_encoder(tmp_path / "student").model.eval()
     assert loaded.config == small.config and torch.allclose(_logits(loaded, batch), reference, atol=1e-6)
     inputs = {k: batch[k].numpy() for k in ("input_ids", "attention_mask", "token_type_ids")}
+    calibration = [{k: padded_batch(seed=seed)[k].numpy() for k in inputs} for seed in (1, 2)]
     for name, backend, tolerance in (("onnx", "onnxruntime", 1e-4), ("int8", "onnxruntime", 0.5),
-                                     ("int8", "torch", 0.5)):
+                                     ("int8", "torch", 0.5), ("onnx", "openvino", 1e-4), ("int8", "openvino", 0.5)):
         directory = tmp_path / f"{name}-{backend}"
         directory.mkdir()
-        write_artefact(quant_format(name), backend, small, directory)
+        write_artefact(quant_format(name), backend, small, directory,
+                       calibration=calibration if needs_calibration(quant_format(name), backend) else None)
         logits = torch.as_tensor(load_artefact(directory, 1)(inputs))
         assert (logits - reference).abs().max() < tolerance, (name, backend)
 

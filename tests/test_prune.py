@@ -13,7 +13,7 @@ from compress.models.checkpoints import load_encoder, save_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.prune.structure import Keep, gates_for, prune_model, pruned_config
-from compress.quantize.artefacts import load_artefact, write_artefact
+from compress.quantize.artefacts import load_artefact, needs_calibration, write_artefact
 from compress.quantize.predictors import TorchPredictor
 
 
@@ -144,12 +144,15 @@ def test_bad_keeps_are_refused():
         tiny_config(heads=(1, 2))
 
 
-@pytest.mark.parametrize("method, backend", [("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime")])
+@pytest.mark.parametrize("method, backend", [("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"),
+                                             ("int8", "openvino"), ("onnx", "openvino")])
 def test_pruned_shapes_export_and_quantize(method, backend, tmp_path):
     model = _model(vocab_size=2000)
     pruned = prune_model(model, _keep(model.config, (0, 2, 3)))
     batch = padded_batch(vocab_size=2000)
-    write_artefact(quant_format(method), backend, pruned, tmp_path, label_names=["a", "b", "c"])
+    calibration = [{k: v.numpy() for k, v in padded_batch(vocab_size=2000, seed=seed).items()} for seed in (1, 2)]
+    write_artefact(quant_format(method), backend, pruned, tmp_path, label_names=["a", "b", "c"],
+                   calibration=calibration if needs_calibration(quant_format(method), backend) else None)
     predictor = load_artefact(tmp_path, threads=1)
     inputs = {k: v.numpy() for k, v in batch.items()}
     expected = TorchPredictor(pruned)(inputs)

@@ -74,13 +74,14 @@ REFUSALS: list[tuple[str, str]] = [
     ("run albert[rank=8]+prune", "prune cannot cut a relaxed ALBERT"),
     ("run albert[rank=8]+lowrank", "lowrank cannot factorize a relaxed ALBERT"),
     ("run distilbert[width=3]+int8", "--width do(es) not apply to distilbert"),
-    ("run distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch, not onnxruntime"),
+    ("run distilbert+bf16[backend=onnxruntime]", "bf16 runs on torch or openvino, not onnxruntime"),
     ("run albert[sharing=all", "cannot read the pipeline"),
     ("run distilbert+", "cannot read the pipeline"),
     ("run albert[groups=two]", "--groups takes an integer"),
     ("run distilbert --set layers", "--set takes KEY=VALUE"),
     ("run distilbert --then albert", "--then takes a pruning, low-rank factorization or quantization method"),
     ("run int8 --backend tvm", "unknown backend 'tvm'"),
+    ("run int8 --min-retention 1.5", "--min-retention is a share of the fp32 model's accuracy"),
     ("run distilbert --precision fp16 --device cpu", "--precision fp16 trains on CUDA only"),
     ("run distilbert --layers 7", "between 1 and the teacher's 6"),
     ("run int8[backend=onnxruntime] --backend torch", "is given twice to int8"),
@@ -160,30 +161,56 @@ def _inputs(folder: Path) -> None:
     (folder / "foreign" / "thesis.tex").write_text("mine")
 
 
-@pytest.fixture(scope="module")
-def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    root = tmp_path_factory.mktemp("refusals")
+def _refuse(root: Path, refusals: list[tuple[str, str]], pythonpath: list[Path] = ()) -> dict[str, dict]:
+    """Each command line of ``refusals`` run in one process (tests/workers/refuse.py), with ``pythonpath``
+    ahead of the installed packages: its exit code, stderr and what it created."""
     inputs, work, cache = root / "in", root / "work", root / "cache"
     _inputs(inputs)
     work.mkdir()
-    cases = [line.format(**{"in": inputs}).split() for line, _ in REFUSALS]
+    cases = [line.format(**{"in": inputs}).split() for line, _ in refusals]
     (root / "cases.json").write_text(json.dumps(cases))
     before = sorted(map(str, inputs.rglob("*")))
     hub = offline_hub_env(root)
     # pip reaches no index: a refusal that regressed to after the download fails here at once, not after training
     env = {**os.environ, **hub, "COMPRESS_CACHE": str(cache), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "",
-           "PIP_CONFIG_FILE": os.devnull, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+           "PIP_CONFIG_FILE": os.devnull, "COLUMNS": "200",
+           "PYTHONPATH": os.pathsep.join(map(str, [*pythonpath, REPO]))}
     done = subprocess.run([sys.executable, str(REPO / "tests" / "workers" / "refuse.py"), str(root / "cases.json"),
                            str(cache), hub["HF_HOME"], str(work)],
                           capture_output=True, text=True, env=env, cwd=work, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(map(str, inputs.rglob("*"))) == before   # the inputs are as they were
-    return {line: result for (line, _), result in zip(REFUSALS, json.loads(done.stdout))}
+    return {line: result for (line, _), result in zip(refusals, json.loads(done.stdout))}
+
+
+def _assert_refused(result: dict, phrase: str) -> None:
+    assert result["code"] == 2 and phrase in result["stderr"], result
+    assert result["stderr"].count("\n") == 1, result["stderr"]
+    assert result["created"] == [], f"{result['args']} fetched or created {result['created'][:5]} before refusing"
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    return _refuse(tmp_path_factory.mktemp("refusals"), REFUSALS)
 
 
 @pytest.mark.parametrize(("line", "phrase"), REFUSALS, ids=[line for line, _ in REFUSALS])
 def test_a_refusal_is_one_line_exit_2_before_any_work(refused: dict[str, dict], line: str, phrase: str):
-    result = refused[line]
-    assert result["code"] == 2 and phrase in result["stderr"], result
-    assert result["stderr"].count("\n") == 1, result["stderr"]
-    assert result["created"] == [], f"{line} fetched or created {result['created'][:5]} before refusing"
+    _assert_refused(refused[line], phrase)
+
+
+# OpenVINO is an optional extra: asked for where it is not installed, it is a refusal like the others.
+WITHOUT_OPENVINO = [
+    ("run int8 --backend openvino", "int8 cannot run here: OpenVINO is not installed"),
+    ("run distilbert+int8[backend=openvino]", "pip install 'compress[openvino]'"),
+    ("compare --methods distilbert,bf16[backend=openvino]", "bf16 cannot run here: OpenVINO is not installed"),
+]
+
+
+def test_openvino_asked_for_where_it_is_not_installed_is_a_refusal(tmp_path: Path):
+    shadow = tmp_path / "shadow" / "openvino"   # found before the installed package: importing it fails
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed here', name='openvino')\n")
+    results = _refuse(tmp_path, WITHOUT_OPENVINO, pythonpath=[shadow.parent])
+    for line, phrase in WITHOUT_OPENVINO:
+        _assert_refused(results[line], phrase)

@@ -3,10 +3,10 @@
 Artefact directory::
 
     quantized.json      method, backend, dtype, the encoder config, label names, the weights file
-    model.onnx          (onnxruntime backends) or model.safetensors (torch backends)
+    model.onnx          (onnxruntime), model.safetensors (torch), or model.xml and model.bin (openvino)
     tokenizer files     so the directory serves requests on its own
 
-Its size on disk is the size of the weights file, measured after writing.
+Its size on disk is the size of the model's files, measured after writing.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file
-from compress.quantize import onnx_backend, torch_backend
+from compress.quantize import onnx_backend, openvino_backend, torch_backend
 from compress.quantize.formats import QuantMethod
+from compress.quantize.openvino_backend import OvPredictor
 from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor
 
 MANIFEST = "quantized.json"
 FORMAT_VERSION = 1
-BACKENDS = ("torch", "onnxruntime")
+BACKENDS = ("torch", "onnxruntime", "openvino")
 
 
 def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
@@ -36,7 +37,7 @@ def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
     if backend == "auto":
         return list(method.backends)
     if backend not in BACKENDS:
-        raise CompressError(f"unknown backend {backend!r}; choose torch, onnxruntime or auto.")
+        raise CompressError(f"unknown backend {backend!r}; choose {', '.join(BACKENDS)} or auto.")
     if backend not in method.backends:
         raise CompressError(f"{method.name} runs on {' or '.join(method.backends)}, not {backend}.")
     return [backend]
@@ -46,11 +47,24 @@ def unavailable(method: QuantMethod, backend: str) -> str | None:
     """None when ``method`` can run on ``backend`` here, else why not (one sentence)."""
     if backend == "onnxruntime":
         return onnx_backend.onnxruntime_available()
+    if backend == "openvino":
+        return onnx_backend.onnxruntime_available() or openvino_backend.openvino_available()
     return torch_backend.torch_int8_available() if method.dtype == "int8" else None
 
 
+def needs_calibration(method: QuantMethod, backend: str) -> bool:
+    """Whether ``method`` on ``backend`` fixes activation ranges on calibration batches (static int8; NNCF int8)."""
+    return method.calibrated or (backend == "openvino" and method.dtype == "int8")
+
+
 def weights_file(backend: str) -> str:
-    return "model.onnx" if backend == "onnxruntime" else torch_backend.WEIGHTS
+    return {"onnxruntime": "model.onnx", "openvino": "model.xml"}.get(backend, torch_backend.WEIGHTS)
+
+
+def _files(directory: Path, weights: str) -> list[Path]:
+    """The files holding the model: the weights file, and for OpenVINO its ``.bin`` beside the ``.xml``."""
+    path = Path(directory) / weights
+    return [path, path.with_suffix(".bin")] if path.suffix == ".xml" else [path]
 
 
 def write_artefact(
@@ -66,15 +80,23 @@ def write_artefact(
     candidate_backends(method, backend)  # a backend the method does not run on is an error, not a fallback
     directory = Path(directory)
     weights = directory / weights_file(backend)
-    if backend == "onnxruntime":
+    if needs_calibration(method, backend) and calibration is None:
+        raise ValueError(f"{method.name} on {backend} needs calibration batches")
+    if backend == "openvino":
+        fp32 = directory / "fp32.onnx"
+        onnx_backend.export_onnx(model, fp32)
+        if method.dtype == "int8":
+            openvino_backend.quantize_int8(fp32, weights, calibration)
+        else:
+            openvino_backend.write_ir(fp32, weights, weights_fp16=method.dtype != "fp32")
+        fp32.unlink()
+    elif backend == "onnxruntime":
         if method.dtype == "fp32":
             onnx_backend.export_onnx(model, weights)
         else:
             fp32 = directory / "fp32.onnx"
             onnx_backend.export_onnx(model, fp32)
             if method.calibrated:
-                if calibration is None:
-                    raise ValueError("static int8 needs calibration batches")
                 onnx_backend.quantize_static_int8(fp32, weights, calibration)
             else:
                 onnx_backend.quantize_dynamic_int8(fp32, weights)
@@ -83,7 +105,8 @@ def write_artefact(
         torch_backend.save_int8(torch_backend.quantize_int8(model), weights)
     else:
         torch_backend.save_half(torch_backend.to_half(model, method.dtype), weights)
-    as_ordinary_file(weights)
+    for path in _files(directory, weights.name):
+        as_ordinary_file(path)
     manifest = {"format": "compress-quantized", "version": FORMAT_VERSION, "method": method.name,
                 "backend": backend, "dtype": method.dtype, "weights": weights.name,
                 "encoder": model.config.to_dict(), "label_names": label_names}
@@ -106,6 +129,8 @@ def load_artefact(directory: Path, threads: int) -> Predictor:
     weights = Path(directory) / manifest["weights"]
     if manifest["backend"] == "onnxruntime":
         return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"])
+    if manifest["backend"] == "openvino":
+        return OvPredictor(weights, threads=threads, dtype=manifest["dtype"])
     config = EncoderConfig.from_dict(manifest["encoder"])
     if manifest["dtype"] == "int8":
         return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")
@@ -113,5 +138,5 @@ def load_artefact(directory: Path, threads: int) -> Predictor:
 
 
 def artefact_bytes(directory: Path) -> int:
-    """Bytes of the artefact's weights file."""
-    return (Path(directory) / read_manifest(directory)["weights"]).stat().st_size
+    """Bytes of the artefact's model files (OpenVINO: the ``.xml`` and its ``.bin``)."""
+    return sum(path.stat().st_size for path in _files(directory, read_manifest(directory)["weights"]))

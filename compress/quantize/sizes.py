@@ -12,7 +12,12 @@ they are counted, not measured; what each backend stores was read off the artefa
 * ONNX Runtime static int8 (QDQ, asked to quantize MatMul and Gather): as dynamic, except that the
   pooler and classifier, exported as ``Gemm``, stay fp32; the activations' scales and zero points (a
   few bytes each) are left out.
-* half precision (PyTorch): every tensor in 2 bytes; fp32 (PyTorch or ONNX): 4 bytes.
+* OpenVINO int8 (NNCF, transformer preset): every linear weight (on 7 bits: NNCF's overflow fix) and every
+  embedding table in int8 with one fp32 scale per output channel (per row of a table), no zero point;
+  biases and layer norms stay fp32; the activations' ranges and SmoothQuant's per-channel factors (a few
+  bytes a channel) are left out.
+* half precision: every tensor in 2 bytes (PyTorch: bf16 or fp16; OpenVINO's bf16: stored as fp16, widened
+  when compiled); fp32 (PyTorch, ONNX, OpenVINO IR): 4 bytes.
 
 The files add their own structure (the ONNX graph, the safetensors header) on top of these bytes.
 """
@@ -52,6 +57,16 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
     ("bf16", "torch", False): "bf16: every tensor stored in 16 bits (8 exponent bits, like fp32, 7 mantissa bits)",
     ("fp16", "torch", False): "fp16: every tensor stored in 16 bits (5 exponent bits, 10 mantissa bits)",
     ("fp32", "onnxruntime", False): "ONNX fp32: the same fp32 tensors, exported to an ONNX graph",
+    ("int8", "openvino", False):
+        "OpenVINO int8 (NNCF, transformer preset, overflow fix): each linear weight -> round(w / s_c) in int8 on "
+        "7 bits (-63 to 64), one scale per output channel c (7 bits keep CPUs without VNNI from "
+        "saturating); each embedding table -> int8 on 8 bits, one scale per row; biases and layer norms stay "
+        "fp32; activation ranges fixed in advance on training sentences (SmoothQuant first moves each input "
+        "channel's range from the activations into the weights)",
+    ("bf16", "openvino", False):
+        "OpenVINO bf16: every tensor stored in 16 bits (as fp16 on disk), computed in bf16 where the CPU has bf16 "
+        "units",
+    ("fp32", "openvino", False): "OpenVINO fp32: the same fp32 tensors in OpenVINO's IR, computed in f32",
 }
 
 
@@ -76,11 +91,15 @@ def _int8_module_bytes(name: str, module: nn.Module, backend: str, calibrated: b
         bias = module.bias.numel() * FP32 if module.bias is not None else 0
         if backend == "torch":
             return weight + SCALE + TORCH_ZERO_POINT + bias
+        if backend == "openvino":
+            return weight + module.out_features * SCALE + bias
         if calibrated and name in GEMM_MODULES:
             return weight * FP32 + bias
         return weight + module.out_features * (SCALE + ORT_ZERO_POINT) + bias
     if isinstance(module, nn.Embedding) and backend == "onnxruntime":
         return module.weight.numel() + SCALE + ORT_ZERO_POINT
+    if isinstance(module, nn.Embedding) and backend == "openvino":
+        return module.weight.numel() + module.num_embeddings * SCALE
     return _own_elements(module) * FP32
 
 
@@ -91,7 +110,7 @@ def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False)
     for name, module in model.named_modules():
         kept_fp32 = backend == "onnxruntime" and calibrated and name in GEMM_MODULES
         linear = isinstance(module, nn.Linear) and not kept_fp32
-        if linear or (isinstance(module, nn.Embedding) and backend == "onnxruntime"):
+        if linear or (isinstance(module, nn.Embedding) and backend in ("onnxruntime", "openvino")):
             quantized += module.weight.numel()
     return sum(p.numel() for p in model.parameters()) - quantized
 
@@ -102,6 +121,6 @@ def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bo
     model = _meta_encoder(config)
     if dtype in DTYPE_BYTES:
         return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
-    if dtype != "int8" or backend not in ("torch", "onnxruntime"):
+    if dtype != "int8" or backend not in ("torch", "onnxruntime", "openvino"):
         raise ValueError(f"no size model for {dtype} on {backend}")
     return sum(_int8_module_bytes(name, module, backend, calibrated) for name, module in model.named_modules())

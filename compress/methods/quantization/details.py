@@ -23,6 +23,9 @@ class QuantDetails(Details):
     batched_accuracy      the quantized model's accuracy in padded batches of ``batched_size`` (None: recorded
                           before it was measured)
     note                  why this CPU runs the format badly (no bf16 units), or None
+    dev_accuracy          with --backend auto and several backends: each one's dev accuracy, one sentence at a
+                          time, against ``fp32_dev_accuracy``; those below ``min_retention`` of it were not kept
+    inference_precision   the precision a runtime compiled for, by backend (OpenVINO says; others do not)
     """
 
     backend: str
@@ -40,6 +43,10 @@ class QuantDetails(Details):
     batched_size: int | None = None
     calibration_examples: int | None = None
     note: str | None = None
+    dev_accuracy: dict[str, float] = field(default_factory=dict)
+    fp32_dev_accuracy: float | None = None
+    min_retention: float | None = None
+    inference_precision: dict[str, str] = field(default_factory=dict)
 
     @property
     def warning(self) -> str | None:

@@ -22,13 +22,19 @@ def batched_change(q: QuantDetails) -> str:
     return f" ({100 * (q.batched_accuracy - q.fp32_accuracy):+.2f} in padded batches of {q.batched_size})"
 
 
+def _runtime(q: QuantDetails, backend: str) -> str:
+    """The backend, with the precision it computed in where it says (OpenVINO)."""
+    precision = q.inference_precision.get(backend)
+    return f"{backend}, computing in {precision}" if precision else backend
+
+
 def summary_lines(record: RunRecord) -> list[str]:
     q: QuantDetails = record.details  # type: ignore[assignment]
     chosen = record.speed["student"]
     lines = [f"batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q.fp32_speed['latency_ms_p50']:.1f} ms "
              f"({q.fp32_speed['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); accuracy "
              f"{-q.accuracy_drop_points:+.2f} points vs fp32{batched_change(q)}",
-             f"backend {q.backend}: {q.chosen_by}"]
+             f"backend {_runtime(q, q.backend)}: {q.chosen_by}"]
     return lines + ([f"note: {q.note}"] if q.note else [])
 
 
@@ -38,6 +44,7 @@ def report_lines(record: RunRecord) -> list[str]:
     found = [name for name, present in q.cpu.features.items() if present]
     what = "fine-tuned teacher" if source is None or source.kind == "teacher" else f"student of {source.parent}"
     base = q.fp32_speed
+    scored = bool(q.dev_accuracy)  # --backend auto chose among several (records before 2026-11 have no dev column)
     lines = [
         "## Quantization",
         "",
@@ -52,12 +59,16 @@ def report_lines(record: RunRecord) -> list[str]:
         f"{base['config']['repeats']} calls at batch 1, {base['config']['batch_repeats']} at "
         f"batch {base['config']['batch_size']}):",
         "",
-        "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |",
-        "|---|---:|---:|---:|---:|",
+        "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |"
+        + (" dev accuracy |" if scored else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|" if scored else ""),
     ]
-    for name, m in [("fp32 (torch)", base), *((f"{q.dtype} ({b})", m) for b, m in q.measured.items())]:
-        lines.append(_row(name, f"{m['latency_ms_p50']:.2f}", f"{base['latency_ms_p50'] / m['latency_ms_p50']:.2f}x",
-                          f"{m['throughput']:.0f}", f"{m['throughput'] / base['throughput']:.2f}x"))
+    dev = {"fp32": q.fp32_dev_accuracy, **q.dev_accuracy}
+    for key, name, m in [("fp32", "fp32 (torch)", base),
+                         *((b, f"{q.dtype} ({_runtime(q, b)})", m) for b, m in q.measured.items())]:
+        cells = [f"{m['latency_ms_p50']:.2f}", f"{base['latency_ms_p50'] / m['latency_ms_p50']:.2f}x",
+                 f"{m['throughput']:.0f}", f"{m['throughput'] / base['throughput']:.2f}x"]
+        lines.append(_row(name, *cells, *([f"{dev[key]:.2%}"] if scored else [])))
     if q.note:
         lines += ["", f"Note: {q.note}"]
     return lines + ["", f"Quantized model saved in `model/` ({record.student.layout})."]

@@ -3,7 +3,7 @@
 from compress.methods.quantization.face import quantization
 
 METHOD = quantization(
-    name="onnx", rank=150, dtype="fp32", backends=("onnxruntime",), label="ONNX Runtime fp32",
+    name="onnx", rank=150, dtype="fp32", backends=("onnxruntime", "openvino"), label="ONNX Runtime fp32",
     summary="the fp32 model exported to ONNX and run by ONNX Runtime",
     why="Exporting changes no weight: the same fp32 parameters and bytes as the model exported, run by ONNX "
         "Runtime, whose fused kernels and graph optimizations can make the same arithmetic faster.",
