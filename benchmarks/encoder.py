@@ -56,13 +56,15 @@ class TransformersPredictor:
         return self.model(**tensors).logits.float().numpy()
 
 
-def paired_ratio(ours: Predictor, theirs: Predictor, inputs: Mapping[str, np.ndarray], repeats: int) -> float:
-    """The median over ``repeats`` back-to-back pairs of calls of theirs / ours, the order alternating.
+def paired_times(ours: Predictor, theirs: Predictor, inputs: Mapping[str, np.ndarray],
+                 repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``repeats`` back-to-back pairs of calls (ours, theirs), the order alternating, after 3 pairs
+    of warm-up.
 
     Each pair runs under the same load, so a neighbour's burst on a shared machine moves both sides of a
     ratio instead of one model's pass; the passes' medians above can disagree by 10% where this does not.
     """
-    ratios = []
+    mine, others = [], []
     for i in range(repeats + 3):
         first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
         times = {}
@@ -71,8 +73,15 @@ def paired_ratio(ours: Predictor, theirs: Predictor, inputs: Mapping[str, np.nda
             predictor(inputs)
             times[id(predictor)] = time.perf_counter() - start
         if i >= 3:   # the first pairs warm up
-            ratios.append(times[id(theirs)] / times[id(ours)])
-    return statistics.median(ratios)
+            mine.append(times[id(ours)])
+            others.append(times[id(theirs)])
+    return mine, others
+
+
+def paired_ratio(ours: Predictor, theirs: Predictor, inputs: Mapping[str, np.ndarray], repeats: int) -> float:
+    """The median over ``repeats`` back-to-back pairs of calls (:func:`paired_times`) of theirs / ours."""
+    mine, others = paired_times(ours, theirs, inputs, repeats)
+    return statistics.median(t / m for m, t in zip(mine, others))
 
 
 def main() -> None:
