@@ -82,6 +82,7 @@ REFUSALS: list[tuple[str, str]] = [
     ("run distilbert --then albert", "--then takes a pruning, low-rank factorization or quantization method"),
     ("run int8 --backend tvm", "unknown backend 'tvm'"),
     ("run int8 --min-retention 1.5", "--min-retention is a share of the fp32 model's accuracy"),
+    ("run int8 --choose-by speed", "--choose-by must be latency or throughput"),
     ("run distilbert --precision fp16 --device cpu", "--precision fp16 trains on CUDA only"),
     ("run distilbert --layers 7", "between 1 and the teacher's 6"),
     ("run int8[backend=onnxruntime] --backend torch", "is given twice to int8"),

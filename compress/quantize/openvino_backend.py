@@ -13,8 +13,10 @@
   fine-tuned minilm's MR accuracy did not move. What stays in floating point runs at OpenVINO's default
   precision for the CPU (bf16 where it has bf16 units).
 
-The precision OpenVINO compiled for is read back from the compiled model and recorded. NNCF's usage telemetry
-is switched off in the process that quantizes (compress sends nothing anywhere).
+The precision OpenVINO compiled for is read back from the compiled model and recorded. Both packages start their
+usage telemetry when imported (a client id and counts under ``~/intel``, events sent on some calls) unless they
+find themselves in CI; compress imports them with ``CI`` and ``NNCF_CI`` set for the import only, so they decline,
+and nothing is written or sent.
 """
 
 from __future__ import annotations
@@ -33,13 +35,31 @@ from compress.errors import CompressError
 from compress.models.config import INPUT_NAMES
 
 INSTALL = "pip install 'compress[openvino]'"
+# What OpenVINO's and NNCF's telemetry read when they are imported, to decline.
+_DECLINE = {"CI": "true", "NNCF_CI": "1"}
+
+
+def _import() -> tuple[Any, Any]:
+    """The openvino and nncf modules, imported with their telemetry declined (the variables are set for the
+    import only, then restored)."""
+    saved = {name: os.environ.get(name) for name in _DECLINE}
+    os.environ.update(_DECLINE)
+    try:
+        import nncf
+        import openvino
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return openvino, nncf
 
 
 def openvino_available() -> str | None:
     """None when openvino and nncf import, else why not (one sentence)."""
     try:
-        import nncf  # noqa: F401
-        import openvino  # noqa: F401
+        _import()
     except ImportError as e:
         return f"OpenVINO is not installed ({e.name}); install it with `{INSTALL}`."
     return None
@@ -54,8 +74,7 @@ def _require_openvino() -> None:
 def write_ir(onnx_path: Path, xml: Path, *, weights_fp16: bool = False) -> None:
     """The ONNX graph at ``onnx_path`` saved as IR at ``xml`` (and its ``.bin``), weights fp32 or fp16."""
     _require_openvino()
-    import openvino as ov
-
+    ov, _ = _import()
     ov.save_model(ov.Core().read_model(str(onnx_path)), str(xml), compress_to_fp16=weights_fp16)
 
 
@@ -73,9 +92,7 @@ def quantize_int8(onnx_path: Path, xml: Path, calibration: Iterable[Mapping[str,
     """NNCF post-training int8 of the fp32 ONNX graph at ``onnx_path``, calibrated on the sentences of
     ``calibration`` (padded batches), saved as IR at ``xml``."""
     _require_openvino()
-    os.environ.setdefault("NNCF_CI", "1")  # NNCF's telemetry is off unless the user set this variable
-    import nncf
-    import openvino as ov
+    ov, nncf = _import()
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
 
     items = sentences(calibration)
@@ -114,7 +131,7 @@ class OvPredictor:
 
     def __post_init__(self) -> None:
         _require_openvino()
-        import openvino as ov
+        ov, _ = _import()
         import openvino.properties as props
         import openvino.properties.hint as hints
 

@@ -1,6 +1,7 @@
 """Quantization: the same model in fewer bits (dynamic and static int8, bf16, fp16) or run by another runtime
 (ONNX Runtime or OpenVINO fp32). Each format is a module of ``formats/`` declaring one method; they share their
-options, explanation and verb (:mod:`~compress.methods.quantization.face`, :mod:`~compress.methods.quantization.verb`)."""
+options, explanation and verb (:mod:`~compress.methods.quantization.face`,
+:mod:`~compress.methods.quantization.verb`)."""
 
 import importlib
 import pkgutil

@@ -28,10 +28,13 @@ if TYPE_CHECKING:
 class QuantOptions:
     backend: str = field(default="auto", metadata={
         "help": "torch, onnxruntime, openvino, or auto (build each the method runs on and is installed, measure "
-                "each, keep the fastest at batch 1 of those that keep --min-retention)."})
+                "each, keep the fastest (--choose-by) of those that keep --min-retention)."})
     min_retention: float = field(default=0.99, metadata={
         "help": "With --backend auto, a backend is kept only if its dev accuracy, one sentence at a time, is at "
                 "least this share of the fp32 model's (0 to 1)."})
+    choose_by: str = field(default="latency", metadata={
+        "help": "With --backend auto, what fastest means: latency (batch 1, a service answering one request at a "
+                "time) or throughput (batch 32, scoring many sentences at once)."})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,8 +89,8 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
     if len(backends) > 1:
         listed = ", ".join(backends[:-1]) + f" and {backends[-1]}"
         notes.append(f"--backend auto (the default) builds each of {listed} that is installed, times each on this "
-                     "CPU and keeps the fastest of those that keep --min-retention (99%) of fp32's dev accuracy; the "
-                     f"student column shows {backends[0]}'s bytes.")
+                     "CPU and keeps the fastest at batch 1 (--choose-by throughput: at batch 32) of those that keep "
+                     f"--min-retention (99%) of fp32's dev accuracy; the student column shows {backends[0]}'s bytes.")
     notes.append("Bytes are those of the stored tensors (weights, scales, zero points), counted from the shape as "
                  "each backend stores them; the file adds its structure (ONNX graph, safetensors header), under 1% "
                  "at minilm's size; OpenVINO's graph is its own file, the .xml: 0.56 MB beside minilm's int8 "
@@ -139,6 +142,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
             raise CompressError(f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
                                 "and --patience do not apply.")
         usable_backends(fmt, options.backend)
+        if options.choose_by not in ("latency", "throughput"):
+            raise CompressError(f"--choose-by must be latency or throughput, got {options.choose_by!r}.")
         if not 0 < options.min_retention <= 1:
             raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
                                 f"got {options.min_retention}.")
