@@ -43,7 +43,7 @@ def test_results_writes_the_page_checks_it_and_refuses_a_page_it_did_not_write(t
     # the table's provenance: the comparison's CPU (with its units), its date and the file it was rendered from
     assert "Intel(R) Xeon(R) Processor, 2 CPUs (avx2" in text and "amx_int8" in text.replace("\\", "")
     assert "2026-11-25T07:48:30+00:00" in text and f"rendered from `{folder.as_posix()}/tiny.json`" in text
-    assert "| **distilbert+prune+int8** | 10.4 | 10.5 |" in text
+    assert "| **distilbert+prune+int8 on onnxruntime** | 10.4 | 10.5 |" in text
     assert run_cli("results", str(folder), "--out", str(page), "--check").returncode == 0
     page.write_text("# My own notes\n")
     done = run_cli("results", str(folder), "--out", str(page))

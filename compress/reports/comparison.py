@@ -141,8 +141,16 @@ def _anchors(methods: tuple[ShownMethod, ...]) -> list[str]:
     return out
 
 
+def _runtime(method: ShownMethod) -> str:
+    """`` on openvino``: the runtime of a row that is not PyTorch fp32 (quantized or exported), which the backend
+    choice made on the comparison's CPU; empty for the rest."""
+    other = method.backend not in (None, "torch") or method.dtype not in (None, "fp32")
+    return f" on {method.backend}" if other and method.backend else ""
+
+
 def _display_name(method: ShownMethod) -> str:
-    return method.name + " ⚠" if method.note else method.name
+    name = method.name + _runtime(method)
+    return name + " ⚠" if method.note else name
 
 
 def _warnings(comparison: ShownComparison) -> list[str]:
@@ -177,7 +185,7 @@ def _rows(comparison: ShownComparison) -> list[Row]:
         name = "?" if teacher.name is None else teacher.name
         rows.append(Row(f"teacher: {name}", None, _number_cells(teacher, retention, speedup)))
     for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
-        short = method.method + (" ⚠" if method.note else "")
+        short = method.method + _runtime(method) + (" ⚠" if method.note else "")
         rows.append(Row(_display_name(method), anchor, _number_cells(method, method.retention, method.speedup),
                         short))
     return rows
