@@ -247,14 +247,15 @@ def test_a_run_made_with_other_option_defaults_is_trained_again(compared):
     recipe["stages"][0]["epochs"] += 1
     distilled.write_text(json.dumps(json.loads(distilled.read_text()) | {"recipe": recipe}))
     quantized = run_dir_of(compared["out"], "int8", 13) / "config.json"
-    assert json.loads(quantized.read_text())["options"] == {"backend": "auto"}
-    quantized.write_text(json.dumps(json.loads(quantized.read_text()) | {"options": {"backend": "torch"}}))
+    defaults = {"backend": "auto", "min_retention": 0.99, "choose_by": "latency"}
+    assert json.loads(quantized.read_text())["options"] == defaults
+    quantized.write_text(json.dumps(json.loads(quantized.read_text()) | {"options": {**defaults, "backend": "torch"}}))
     done = run_cli(*compared["args"], "--methods", "albert,distilbert,int8", env=compared["env"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["reused"] == []
     assert json.loads(saved.read_text())["options"]["augment_copies"] == config["options"]["augment_copies"] - 1
     assert json.loads(distilled.read_text())["recipe"]["stages"][0]["epochs"] == recipe["stages"][0]["epochs"] - 1
-    assert json.loads(quantized.read_text())["options"] == {"backend": "auto"}
+    assert json.loads(quantized.read_text())["options"] == defaults
 
 
 def test_changed_data_is_trained_again(compared):

@@ -65,16 +65,17 @@ def openvino_available() -> str | None:
     return None
 
 
-def _require_openvino() -> None:
+def _modules() -> tuple[Any, Any]:
+    """The openvino and nncf modules (:func:`_import`), or a CompressError saying how to install them."""
     reason = openvino_available()
     if reason:
         raise CompressError(reason)
+    return _import()
 
 
 def write_ir(onnx_path: Path, xml: Path, *, weights_fp16: bool = False) -> None:
     """The ONNX graph at ``onnx_path`` saved as IR at ``xml`` (and its ``.bin``), weights fp32 or fp16."""
-    _require_openvino()
-    ov, _ = _import()
+    ov, _ = _modules()
     ov.save_model(ov.Core().read_model(str(onnx_path)), str(xml), compress_to_fp16=weights_fp16)
 
 
@@ -91,8 +92,7 @@ def sentences(batches: Iterable[Mapping[str, np.ndarray]]) -> list[dict[str, np.
 def quantize_int8(onnx_path: Path, xml: Path, calibration: Iterable[Mapping[str, np.ndarray]]) -> None:
     """NNCF post-training int8 of the fp32 ONNX graph at ``onnx_path``, calibrated on the sentences of
     ``calibration`` (padded batches), saved as IR at ``xml``."""
-    _require_openvino()
-    ov, nncf = _import()
+    ov, nncf = _modules()
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
 
     items = sentences(calibration)
@@ -130,8 +130,7 @@ class OvPredictor:
     request: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _require_openvino()
-        ov, _ = _import()
+        ov, _ = _modules()
         import openvino.properties as props
         import openvino.properties.hint as hints
 
