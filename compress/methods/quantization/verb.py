@@ -32,6 +32,7 @@ from compress.quantize.predictors import Predictor, TorchPredictor, predict_batc
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.registry import Artefact, Context, Transformed
 from compress.train_config import DEFAULT_SEED
+from compress.training import with_progress
 
 CALIBRATION_EXAMPLES = 256
 
@@ -82,6 +83,11 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     def batches(split: str, size: int):
         return data.dataloader(split, batch_size=size)
 
+    def one_at_a_time(predictor: Predictor, split: str, backend: str):
+        """Logits and labels of ``split``'s sentences one by one, under a progress bar (the slow part of a run)."""
+        what = f"{fmt.name} on {backend}: {split} sentences"
+        return predict_batches(predictor, with_progress(batches(split, 1), what, context.show_progress))
+
     fp32 = TorchPredictor(model.cpu().eval())
     fp32_logits, labels = predict_batches(fp32, batches("test", BATCHED))  # fp32 ignores padding: any size
     fp32_speed = measure_speed(fp32, data, seq_len, speed)
@@ -102,7 +108,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     dev, fp32_dev = {}, None
     if len(backends) > 1:  # a choice to make: only among backends that keep the accuracy asked for
         fp32_dev = Predictions.of(*predict_batches(fp32, batches("dev", BATCHED))).metrics().accuracy
-        dev = {b: Predictions.of(*predict_batches(p, batches("dev", 1))).metrics().accuracy for b, p in loaded.items()}
+        dev = {b: Predictions.of(*one_at_a_time(p, "dev", b)).metrics().accuracy for b, p in loaded.items()}
     key = CHOOSE_BY[options.choose_by]
     chosen = choose({b: m[key] for b, m in measured.items()}, dev, fp32_dev, options.min_retention)
     for built in backends:
@@ -111,7 +117,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     quantized: Predictor = loaded[chosen]
     # Timed again: the sample the choice was made on favours the winner (it won partly by luck).
     student_speed = measure_speed(quantized, data, seq_len, speed)
-    logits, _ = predict_batches(quantized, batches("test", 1))
+    logits, _ = one_at_a_time(quantized, "test", chosen)
     batched_logits, _ = predict_batches(quantized, batches("test", BATCHED))
     test = Predictions.of(logits, labels)
     accuracy, fp32_accuracy = test.metrics().accuracy, Predictions.of(fp32_logits, labels).metrics().accuracy
