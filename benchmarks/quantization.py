@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from encoder import paired_times  # benchmarks/encoder.py, beside this script
 
-from compress.bench.inputs import speed_batch
+from compress.bench.inputs import INPUT_NAMES, speed_batch
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.speed import SpeedConfig, measure_all
 from compress.bench.timing import fixed_threads
@@ -82,7 +82,7 @@ class DefaultSession:
     backend: str = "onnxruntime"
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        return self.session.run(["logits"], {k: np.asarray(inputs[k], dtype=np.int64) for k in INPUTS})[0]
+        return self.session.run(["logits"], {k: np.asarray(inputs[k], dtype=np.int64) for k in INPUT_NAMES})[0]
 
 
 @dataclass
@@ -94,10 +94,8 @@ class DefaultCompiled:
     backend: str = "openvino"
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        return np.array(self.request.infer({k: np.asarray(inputs[k], dtype=np.int64) for k in INPUTS})["logits"])
+        return np.array(self.request.infer({k: np.asarray(inputs[k], dtype=np.int64) for k in INPUT_NAMES})["logits"])
 
-
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _peers(model, checkpoint: Path, calibration, directory: Path, threads: int) -> dict[str, Predictor]:
