@@ -78,10 +78,10 @@ def sentences() -> dict[str, np.ndarray]:
 # Bounds: ONNX Runtime int8 0.088, static int8 0.113, torch int8 0.133, bf16 0.033, fp16 0.0042, OpenVINO
 # int8 0.140.
 # Measured here (AVX2): 0.052 (0.023 with exact int32 accumulation), 0.053 (0.029), 0.026, 0.005, 0.0009.
-# OpenVINO on an AVX-512 EPYC with VNNI and bf16: int8 0.066 (0.069 in f32 with oneDNN held to AVX-512
-# without VNNI), bf16 0.006. Other random initialisations of this fixture give NNCF's int8 up to 0.26: on
-# random weights SmoothQuant's moves cost more than on trained ones (the fine-tuned minilm keeps its MR
-# accuracy, docs/tutorial.md).
+# OpenVINO on an AVX-512 EPYC with VNNI and bf16: int8 0.066 (in f32 with oneDNN held by ONEDNN_MAX_CPU_ISA
+# to AVX2, to AVX-512 without VNNI, and with VNNI: 0.069, 0.069, 0.068), bf16 0.006. Other random
+# initialisations of this fixture give NNCF's int8 up to 0.26: on random weights SmoothQuant's moves cost more
+# than on trained ones (the fine-tuned minilm keeps its MR accuracy, docs/tutorial.md).
 # Broken quantization lands above its bound: one MatMul's weight scale off by 2x gives 0.15 to 0.18,
 # every weight scale off by 1.25x 0.30 to 0.32, a layer's output MatMul dropped 0.35 to 0.54, the
 # classifier's scale off by 2x 0.99. Coarser weights alone are not what it catches: every weight at 4
