@@ -90,7 +90,8 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
         listed = ", ".join(backends[:-1]) + f" and {backends[-1]}"
         notes.append(f"--backend auto (the default) builds each of {listed} that is installed, times each on this "
                      "CPU and keeps the fastest at batch 1 (--choose-by throughput: at batch 32) of those that keep "
-                     f"--min-retention (99%) of fp32's dev accuracy; the student column shows {backends[0]}'s bytes.")
+                     f"--min-retention ({QuantOptions().min_retention:.0%}) of fp32's dev accuracy; the student "
+                     f"column shows {backends[0]}'s bytes.")
     notes.append("Bytes are those of the stored tensors (weights, scales, zero points), counted from the shape as "
                  "each backend stores them; the file adds its structure (ONNX graph, safetensors header), under 1% "
                  "at minilm's size; OpenVINO's graph is its own file, the .xml: 0.56 MB beside minilm's int8 "

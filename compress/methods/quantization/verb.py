@@ -123,7 +123,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     accuracy, fp32_accuracy = test.metrics().accuracy, Predictions.of(fp32_logits, labels).metrics().accuracy
     details = QuantDetails(
         backend=chosen, dtype=fmt.dtype,
-        chosen_by=_chosen_by(options, backends, skipped, dev, fp32_dev, speed.batch_size),
+        chosen_by=_chosen_by(options, chosen, skipped, dev, fp32_dev, speed.batch_size),
         measured=measured, skipped=skipped, fp32_speed=fp32_speed,
         cpu=CpuRecord(cpu_model(), features, torch_cpu_capability()),
         max_abs_logit_diff=float(np.abs(logits - fp32_logits).max()),
@@ -147,16 +147,17 @@ def choose(times: dict[str, float], dev: dict[str, float], fp32_dev: float | Non
     return min(kept, key=times.__getitem__) if kept else max(dev, key=dev.__getitem__)
 
 
-def _chosen_by(options: QuantOptions, built: list[str], skipped: dict[str, str], dev: dict[str, float],
+def _chosen_by(options: QuantOptions, chosen: str, skipped: dict[str, str], dev: dict[str, float],
                fp32_dev: float | None, batch_size: int) -> str:
+    """Why ``chosen`` was kept; ``fp32_dev`` is None when nothing was scored (one backend to build)."""
     if options.backend != "auto":
         return f"asked for with --backend {options.backend}"
     why = "".join(f"; {b} left out: {reason}" for b, reason in skipped.items())
-    if len(built) == 1 or fp32_dev is None:
+    if fp32_dev is None:
         return "the only one that runs here" + why
     scores = f"{fp32_dev:.2%}; " + ", ".join(f"{b} {acc:.2%}" for b, acc in dev.items())
     share = f"{options.min_retention:.0%} of fp32's dev accuracy ({scores})"
-    if all(acc < options.min_retention * fp32_dev for acc in dev.values()):
+    if dev[chosen] < options.min_retention * fp32_dev:  # choose() fell back to the most accurate
         return f"the most accurate on dev: none kept {share}" + why
     at = 1 if options.choose_by == "latency" else batch_size
     return f"the fastest at batch {at} of those keeping {share}" + why
