@@ -53,6 +53,7 @@ class StageProgress(TypedDict):
     best_dev: dict[str, float] | None
     seconds: float
     stopped_early: bool
+    stop_reason: str | None
     warnings: list[str]
 
 

@@ -93,6 +93,7 @@ class StageResult:
     best_dev: dict[str, float] | None = None
     seconds: float = 0.0
     stopped_early: bool = False
+    stop_reason: str | None = None     # "patience" or "bar" (see TrainConfig.stop_below) when it stopped early
     warnings: list[str] = field(default_factory=list)
 
 
@@ -137,6 +138,22 @@ def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
         order = torch.cat([p[2] for p in ordered]).argsort()   # type: ignore[misc]
         logits, labels = logits[order], labels[order]
     return logits, labels
+
+
+def out_of_reach(config: TrainConfig, scores: list[float], epochs_done: int) -> str | None:
+    """Why a stage cannot reach ``config.stop_below`` any more, or None: after ``epochs_done`` of ``config.epochs``
+    epochs with dev ``scores`` (one per epoch), the best so far plus, for every epoch left, the larger of
+    ``config.gain_per_epoch`` and the largest gain one epoch has made in this stage, is still below the bar.
+    A stage that selects on its loss (no accuracy to compare) is never stopped this way."""
+    left = config.epochs - epochs_done
+    if config.stop_below is None or config.metric == "loss" or not scores or left < 1:
+        return None
+    gain = max([config.gain_per_epoch, *(b - a for a, b in zip(scores, scores[1:]))])
+    reachable = max(scores) + left * gain
+    if reachable >= config.stop_below:
+        return None
+    return (f"dev {config.metric} {max(scores):.4f} after {epochs_done} of {config.epochs} epochs cannot reach "
+            f"{config.stop_below:.4f} (at most {reachable:.4f} with {gain:.4f} an epoch)")
 
 
 def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | None:
@@ -377,9 +394,17 @@ def train_stage(
                 result.best_epoch, result.best_dev = epoch + 1, dev
             else:
                 bad_epochs += 1
-                if config.patience is not None and bad_epochs >= config.patience:
-                    result.stopped_early = True
-                    progress.update(bar, total=step)
+            reason = None
+            if config.patience is not None and bad_epochs >= config.patience:
+                reason = "patience"
+            elif (below := out_of_reach(config, [float(r[config.metric]) for r in result.history], epoch + 1)):
+                reason = "bar"
+                say(f"{escape(name)}: {escape(below)}; stopping")
+            if reason is not None:
+                result.stopped_early, result.stop_reason = True, reason
+                if reason == "bar":
+                    result.warnings.append(f"{name}: {below}")
+                progress.update(bar, total=step)
             if checkpoints:
                 save(epoch + 1, 0)
     if best_state is not None:

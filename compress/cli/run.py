@@ -22,7 +22,8 @@ from compress.train_config import DEFAULT_EVERY, DEFAULT_SEED
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
          label_column: str | None, dedupe: bool, epochs: int | None, batch_size: int, lr: float | None, seed: int,
-         layer_map: str | None, patience: int | None, out: str | None, overwrite: bool, device: str,
+         layer_map: str | None, patience: int | None, stop_below: float | None, out: str | None, overwrite: bool,
+         device: str,
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
          checkpoint_every: int, **flags: Any) -> None:
@@ -35,7 +36,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, dedupe=dedupe, options=options, epochs=epochs,
-        lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, device=device, out=out,
+        lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
+        device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
         checkpoint_every=checkpoint_every,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
@@ -76,6 +78,8 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("layer_map", str | None, O(None, help="Student-teacher layer pairing: uniform, last, every_other, or "
                                              "teacher layers like 2,4,6.")),
         ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score.")),
+        ("stop_below", float | None, O(None, help="Stop a stage once its dev accuracy cannot reach this (0 to 1) in "
+                                                 "the epochs left (what compress search sets); the record says so.")),
         ("out", str | None, O(None, help="Run directory (default: runs/METHOD-DATASET-TIME); later pipeline "
                                         "steps write OUT-STEP.")),
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),

@@ -21,7 +21,7 @@ from compress.training import train_stage
 def stage_config(stage: Stage, settings: TrainSettings) -> TrainConfig:
     return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=settings.batch_size, seed=settings.seed,
                        patience=settings.patience, metric="loss" if stage.select_on == "loss" else "accuracy",
-                       precision=settings.precision)
+                       precision=settings.precision, stop_below=settings.stop_below)
 
 
 def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encoder, data: TokenizedTask,
@@ -52,4 +52,5 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
         checkpoints=checkpoints,
     )
     return StageRecord(stage=stage.name, best_epoch=result.best_epoch, best_dev=result.best_dev,
-                       seconds=round(result.seconds, 1), stopped_early=result.stopped_early, warnings=result.warnings)
+                       seconds=round(result.seconds, 1), stopped_early=result.stopped_early,
+                       **({"stop_reason": result.stop_reason} if result.stop_reason else {}), warnings=result.warnings)

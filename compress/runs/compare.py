@@ -126,6 +126,7 @@ class CompareConfig:
     repeats: int = 30
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
+    stop_below: float | None = None     # every trained stage stops once its dev accuracy cannot reach this
     command: str | None = None          # the command line, recorded in comparison.json (the CLI sets it)
 
 
@@ -217,7 +218,7 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
                      device=config.device, precision=config.precision, threads=config.threads,
-                     teacher_finetune=config.teacher_finetune, target=target,
+                     teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
                      out=str(directory) if directory else None, overwrite=True)
 
 
@@ -250,11 +251,18 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
             same = same and full["recipe"] == _as_recorded(followed.to_dict())
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
+    if stopped_by_bar(record) and recorded.get("stop_below") != config.stop_below:
+        return None   # cut short by a bar this run does not set: its model is not what training to the end gives
     try:
         load_predictions(directory, record.predictions)
     except CompressError:
         return None   # made before runs kept their predictions, or they changed since
     return record if same and record.dataset.fingerprint == split_fingerprint else None
+
+
+def stopped_by_bar(record: RunRecord) -> bool:
+    """Whether a stage of the run stopped because its dev accuracy could not reach its bar (``stop_below``)."""
+    return any(stage.get("stop_reason") == "bar" for stage in record.stages)
 
 
 def run_dir_name(text: str) -> str:

@@ -48,6 +48,7 @@ class RunConfig:
     lr: float | None = None
     layer_map: str | None = None      # overrides the recipe's: uniform, last, every_other or "2,4,6"
     patience: int | None = None       # early stopping: epochs without a better dev score
+    stop_below: float | None = None   # early stopping: stop a stage once its dev accuracy cannot reach this
     batch_size: int = 32
     seed: int = DEFAULT_SEED
     device: str = "auto"
@@ -67,6 +68,8 @@ class RunConfig:
                             ("--patience", self.patience), ("--threads", self.threads)):
             if value is not None and value < 1:
                 raise CompressError(f"{flag} must be a positive integer, got {value}.")
+        if self.stop_below is not None and not 0 < self.stop_below <= 1:
+            raise CompressError(f"--stop-below is a dev accuracy in (0, 1], got {self.stop_below}.")
         if self.lr is not None and not self.lr > 0:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
         if self.checkpoint_every < 0:
@@ -78,14 +81,21 @@ class RunConfig:
         self.precision = resolve_precision(self.precision, self.device)
 
 
-# Settings that change where a run is written, how it is timed or checkpointed, not what it trains.
-NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every")
+# Settings that change where a run is written, how it is timed or checkpointed, not what it trains. A bar
+# (``stop_below``) changes a run only where it stopped it, which its record says (see stopped_by_bar).
+NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every", "stop_below")
 
 
 def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
-    run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row."""
-    return {"precision": "fp32", "dedupe": False} | {k: v for k, v in run.items() if k not in NOT_RESULT}
+    run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row; a teacher
+    fine-tuned without a bar is one fine-tuned before bars existed."""
+    settings = {"precision": "fp32", "dedupe": False} | {k: v for k, v in run.items() if k not in NOT_RESULT}
+    train = (settings.get("teacher_finetune") or {}).get("train")
+    if isinstance(train, dict) and train.get("stop_below") is None:
+        train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}
+        settings["teacher_finetune"] = {**settings["teacher_finetune"], "train": train}
+    return settings
 
 
 @dataclass

@@ -83,11 +83,13 @@ def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, con
 
 
 def _train_settings(train: TrainConfig) -> dict[str, Any]:
-    """The fine-tuning settings in the fingerprint (fp32, the default precision, is left out, so entries
-    made before precision was a setting stay valid)."""
+    """The fine-tuning settings in the fingerprint. Settings added later are left out at the value that means what
+    entries made before them did (fp32; no bar, when its epoch gain cannot matter either), so those stay valid."""
     settings = asdict(train)
     if settings["precision"] == "fp32":
         del settings["precision"]
+    if settings["stop_below"] is None:
+        del settings["stop_below"], settings["gain_per_epoch"]
     return settings
 
 
