@@ -4,7 +4,7 @@ Every run keeps its test predictions in ``predictions.safetensors`` (``predicted
 ``logits``: examples x classes, float32; ``labels``: the gold labels, int64), in the split's own order, so two
 models of one comparison are scored on the same sentences: the teacher against a student, one student against
 another, seed after seed. The run record keeps the file's SHA-256; a comparison reads the file only when it still
-matches.
+matches. Its dev predictions go beside them, in ``dev_predictions.safetensors`` (what `compress search` selects on).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from compress.errors import CompressError
 from compress.metrics import Metrics
 
 PREDICTIONS_FILE = "predictions.safetensors"
+FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors"}
 
 
 @dataclass(frozen=True)
@@ -52,25 +53,26 @@ class Predictions:
         return classification_metrics(torch.from_numpy(self.logits), torch.from_numpy(self.labels))
 
 
-def save_predictions(predictions: Predictions, directory: Path) -> str:
-    """Write ``directory/predictions.safetensors``; return its SHA-256 (the run record keeps it)."""
+def save_predictions(predictions: Predictions, directory: Path, split: str = "test") -> str:
+    """Write ``directory/predictions.safetensors`` (a split's file: :data:`FILES`); return its SHA-256 (the run record
+    keeps it)."""
     from safetensors.numpy import save
 
     data = save({"predicted": predictions.logits.argmax(-1).astype(np.int64),
                  "logits": np.ascontiguousarray(predictions.logits),
                  "labels": np.ascontiguousarray(predictions.labels)})
-    (directory / PREDICTIONS_FILE).write_bytes(data)
+    (directory / FILES[split]).write_bytes(data)
     return hashlib.sha256(data).hexdigest()
 
 
-def load_predictions(directory: Path, sha256: str | None) -> Predictions:
+def load_predictions(directory: Path, sha256: str | None, split: str = "test") -> Predictions:
     """The predictions a run kept, checked against the SHA-256 its record holds; one sentence when they are missing,
     changed since, or of another shape."""
     from safetensors.numpy import load
 
-    path = Path(directory) / PREDICTIONS_FILE
+    path = Path(directory) / FILES[split]
     if sha256 is None:
-        raise CompressError(f"the run {directory} kept no test predictions (it was made by an older compress); "
+        raise CompressError(f"the run {directory} kept no {split} predictions (it was made by an older compress); "
                             "run it again.")
     try:
         data = path.read_bytes()
@@ -82,4 +84,4 @@ def load_predictions(directory: Path, sha256: str | None) -> Predictions:
         tensors = load(data)
         return Predictions(tensors["logits"], tensors["labels"])
     except (KeyError, ValueError) as error:
-        raise CompressError(f"{path} does not hold a run's test predictions ({error}); run it again.") from None
+        raise CompressError(f"{path} does not hold a run's {split} predictions ({error}); run it again.") from None

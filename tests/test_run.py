@@ -11,7 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from compress.models.checkpoints import load_encoder
 from compress.ownership import MARKER
-from compress.predictions import PREDICTIONS_FILE, load_predictions
+from compress.predictions import FILES, PREDICTIONS_FILE, load_predictions
 from compress.registry import all_methods, families, names
 from compress.training import resolve_precision
 
@@ -60,14 +60,17 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
-                                              "report.md", PREDICTIONS_FILE, MARKER}
+                                              "report.md", PREDICTIONS_FILE, FILES["dev"], MARKER}
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
-    # the test predictions it kept are the ones its accuracy was computed from, one per test example
+    # the test predictions it kept are the ones its accuracy was computed from, one per test example; likewise dev
     kept = load_predictions(out, metrics["predictions"])
     assert len(kept.labels) == metrics["dataset"]["sizes"]["test"]
     assert kept.correct.mean() == metrics["student"]["accuracy"]
+    dev = load_predictions(out, metrics["dev_predictions"], "dev")
+    assert len(dev.labels) == metrics["dataset"]["sizes"]["dev"]
+    assert dev.correct.mean() == metrics["student"]["dev_accuracy"]
     assert metrics["method"] == method
     t, s = metrics["teacher"], metrics["student"]
     assert t["params"] > s["params"] > 0
@@ -184,7 +187,7 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     chained = out.parent / f"{out.name}-int8"
     assert printed["chained"]["directory"] == str(chained)
     assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md",
-                                                  PREDICTIONS_FILE, MARKER}
+                                                  PREDICTIONS_FILE, FILES["dev"], MARKER}
 
     parent = json.loads((out / "metrics.json").read_text())
     metrics = json.loads((chained / "metrics.json").read_text())

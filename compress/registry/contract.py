@@ -121,6 +121,7 @@ class Transformed:
     stages     the training stages it ran (pruning's recovery), as the run record lists them
     recipe     the recipe those stages followed (config.json records it)
     test       its test predictions, when the transform made them the way its model must be scored
+    dev        its dev predictions, likewise
     speed      timings it made already ("source", "student"), so the run writer does not time twice
     """
 
@@ -132,4 +133,5 @@ class Transformed:
     stages: list[StageRecord] = field(default_factory=list)
     recipe: RecipeData | None = None
     test: Predictions | None = None
+    dev: Predictions | None = None
     speed: dict[str, Speed] = field(default_factory=dict)

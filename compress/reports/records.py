@@ -20,6 +20,7 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
               with its own schema_version); schema 3 kept it under ``quantization`` or ``pruning``
     predictions  the SHA-256 of predictions.safetensors, the test logits (compress.predictions); absent in
               records written before runs kept them
+    dev_predictions  likewise of dev_predictions.safetensors, the dev logits (what compress search selects on)
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
@@ -163,6 +164,7 @@ class RunRecord:
     source: SourceRecord | None = None
     details: Details | None = None
     predictions: str | None = None   # the SHA-256 of predictions.safetensors (None: made by an older compress)
+    dev_predictions: str | None = None   # of dev_predictions.safetensors (None: made before runs kept them)
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,7 +184,7 @@ class RunRecord:
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{', '.join(older)} or {newest}; run it again.")
         required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
-                                                                      "schema_version")]
+                                                                      "dev_predictions", "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

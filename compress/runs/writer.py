@@ -54,7 +54,7 @@ from compress.training import predict
 
 def train_settings(config: RunConfig) -> TrainSettings:
     return TrainSettings(batch_size=config.batch_size, seed=config.seed, patience=config.patience,
-                         precision=config.precision)
+                         precision=config.precision, stop_below=config.stop_below)
 
 
 def check_transform(config: RunConfig, method: Transform, options: Any) -> None:
@@ -112,6 +112,9 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     predictions = made.test or Predictions.of(*predict(model, data.eval_batches("test"),
                                                        next(model.parameters()).device))
     test = predictions.metrics()
+    # Dev too, so what a search selects on (dev) is in every record, and test stays the verdict.
+    dev = made.dev or Predictions.of(*predict(model, data.eval_batches("dev"), next(model.parameters()).device))
+    dev_accuracy = dev.metrics().accuracy
     if isinstance(model, Encoder):
         model.cpu()
     # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
@@ -128,15 +131,17 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
                 shutil.copy(source.directory / name, model_dir / name)
         student = model_record(source.model, test, data.max_length, artefact_bytes(model_dir),
                                layout=f"{made.artefact.backend}-{made.artefact.dtype}", backend=made.artefact.backend,
-                               dtype=made.artefact.dtype, config=source.model.config.to_dict())
+                               dtype=made.artefact.dtype, config=source.model.config.to_dict(),
+                               dev_accuracy=dev_accuracy)
     else:
         tokenizer = made.tokenizer or source_tokenizer or load_tokenizer(str(source.directory))
         layout = save_encoder(model, tmp / "student", tokenizer=tokenizer, label_names=source.task.label_names)
         student = model_record(model, test, data.max_length, weights_bytes(tmp / "student"), layout=layout,
-                               config=model.config.to_dict())
+                               config=model.config.to_dict(), dev_accuracy=dev_accuracy)
     for name, content in made.files.items():
         (tmp / name).write_bytes(content)
     predictions_sha256 = save_predictions(predictions, tmp)
+    dev_sha256 = save_predictions(dev, tmp, "dev")
     teacher, entry = source.teacher, source.entry
     trained = method.kind == "student"   # a student is measured against its teacher, not "a source"
     speed = {"teacher" if trained else "source": speed["source"], "student": speed["student"]} | \
@@ -148,7 +153,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
                                                  entry.size_bytes, entry.accuracy, entry.macro_f1),
         retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
-        speed=speed, details=made.details, predictions=predictions_sha256,
+        speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options))
     if made.recipe is not None:
