@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 from torch import nn
@@ -114,11 +115,18 @@ def _shapes_only() -> Iterator[None]:
             setattr(nn.init, name, initialiser)
 
 
+@lru_cache(maxsize=512)
+def meta_encoder(config: EncoderConfig) -> Encoder:
+    """An encoder of shape ``config`` on the meta device, shapes only (no memory, no initialisers); kept for the
+    next call with the same shape (a search counts thousands): read it, never change it."""
+    with _shapes_only():
+        return Encoder(config)
+
+
 def count_parameters(model_or_config: nn.Module | EncoderConfig) -> ParamCount:
     """Count parameters by component; a config is built on the meta device (no memory used)."""
     if isinstance(model_or_config, EncoderConfig):
-        with _shapes_only():
-            model: nn.Module = Encoder(model_or_config)
+        model: nn.Module = meta_encoder(model_or_config)
     else:
         model = model_or_config
     counts = dict.fromkeys(COMPONENTS, 0)

@@ -24,9 +24,9 @@ The files add their own structure (the ONNX graph, the safetensors header) on to
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
+from compress.models.accounting import meta_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 
@@ -76,8 +76,7 @@ def scheme(dtype: str, backend: str, calibrated: bool = False) -> str:
 
 
 def _meta_encoder(config: EncoderConfig) -> Encoder:
-    with torch.device("meta"):
-        return Encoder(config)
+    return meta_encoder(config)   # shapes only, no initialisers: a search sizes thousands of candidates
 
 
 def _own_elements(module: nn.Module) -> int:

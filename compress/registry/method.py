@@ -58,7 +58,9 @@ class Method:
     family    what kind of compression it is, in words ("distillation", "quantization", ...).
     options   a dataclass; every field has ``metadata={"help": ...}``; optional metadata ``flag``
               (its command-line spelling, default ``--field-name``; None: only through --set or
-              a pipeline) and ``parse`` (str -> value, for types other than int, float, str, bool).
+              a pipeline), ``parse`` (str -> value, for types other than int, float, str, bool) and
+              ``search``: the values `compress search` tries, mildest compression first (a tuple, or a
+              function of the teacher's shape giving one; the field's default stands for itself).
     why       the run record's sentence, formatted with a run's ratios (keys: WHY_KEYS).
     explain   (teacher name, teacher shape, sequence length, options) -> the JSON-ready data of `compress
               explain`, for the shape those options give.
@@ -147,6 +149,19 @@ class Transform(Method):
             exist yet.
     check_input  optional (options, shape) -> None: the checks against the shape of the model it will be
             given, for a pipeline step whose input is a student not trained yet (its shape is known).
+    shape   optional (options, input shape, context) -> the shape of the model it gives, as far as the options
+            and the data tell before it runs (an estimate where the model decides: a global ranking of heads, an
+            allocation of ranks by energy); None: the shape is unchanged. `compress search` sizes and times
+            candidates with it before training them.
+    recovery  optional (options, input shape) -> the recipe it trains with (pruning's and low-rank's recovery by
+            distillation from the model it was given), so a search can time its training before it runs; None: it
+            trains nothing.
+    size    optional (options, shape) -> the bytes its model of that shape is stored in (quantization: as the least
+            of its backends stores it); None: the fp32 weights, 4 bytes a parameter.
+    probe   optional (model, options, context) -> for each runtime its result may run on, a function that makes
+            that predictor from ``model`` (a model of the right shape, untrained) without data beyond calibration
+            batches: what `compress search` times a candidate with before training it (building only the runtimes
+            it asks for); None: the model runs in PyTorch as it is.
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
     follows_students  whether `compress compare` chains every default student with it by default
             (``distilbert+int8``): the pipelines a user tries first.
@@ -157,6 +172,10 @@ class Transform(Method):
     apply: Callable[[Any, Any, Context], Transformed]
     check: Callable[[RunConfig, Any], None]
     check_input: Callable[[Any, EncoderConfig], None] | None = None
+    shape: Callable[[Any, EncoderConfig, Context], EncoderConfig] | None = None
+    recovery: Callable[[Any, EncoderConfig], Recipe] | None = None
+    size: Callable[[Any, EncoderConfig], int] | None = None
+    probe: Callable[[Any, Any, Context], dict[str, Callable[[], Any]]] | None = None
     takes: str = "fp32"
     follows_students: bool = False
     seeded: bool = True

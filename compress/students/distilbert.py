@@ -20,10 +20,17 @@ class DistilBertOptions:
     """Depth of the student and which teacher layers it starts from."""
 
     num_layers: int | None = field(default=None, metadata={
-        "help": "student layers (default: half the teacher's, rounded up).", "flag": "--layers"})
+        "help": "student layers (default: half the teacher's, rounded up).", "flag": "--layers",
+        "search": lambda teacher: searched_depths(teacher)})
     init_map: LayerMap = field(default_factory=lambda: LayerMap("every_other"), metadata={
         "help": "which teacher layers the student's are copied from: every_other, uniform, last or 2,4,6.",
         "flag": None, "parse": parse_layer_map})
+
+
+def searched_depths(teacher: EncoderConfig) -> tuple[int | None, ...]:
+    """The depths `compress search` tries: the default (half the teacher's) and a third of the teacher's."""
+    third = max(1, teacher.num_layers // 3)
+    return (None,) if third == distilbert_config(teacher).num_layers else (None, third)
 
 
 def distilbert_config(teacher: EncoderConfig, num_layers: int | None = None) -> EncoderConfig:

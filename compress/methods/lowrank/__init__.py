@@ -21,6 +21,7 @@ from compress.registry import Context, Transform, Transformed, register
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
+    from compress.distill.recipe import Recipe
     from compress.models.encoder import Encoder
     from compress.reports.footprint import Explanation
     from compress.runs.config import RunConfig
@@ -125,6 +126,24 @@ def check_input(options: LowRankOptions, shape: EncoderConfig) -> None:
     check_shape(options, shape)
 
 
+def shape(options: LowRankOptions, tc: EncoderConfig, context: Context) -> EncoderConfig:
+    """The shape --keep (or --rank) gives with every matrix keeping the same share (the energy allocation spends the
+    same budget, matrix by matrix)."""
+    from dataclasses import replace
+
+    from compress.methods.lowrank.factorize import config_matrices
+    from compress.methods.lowrank.verb import choose_ranks, factorized_config
+
+    uniform = replace(options, allocation="uniform")
+    return factorized_config(tc, choose_ranks(uniform, config_matrices(tc), {}), options.embedding_rank or 0)
+
+
+def recovery(options: LowRankOptions, tc: EncoderConfig) -> Recipe:
+    from compress.methods.lowrank.verb import recovery_recipe
+
+    return recovery_recipe(options, tc.num_layers)
+
+
 def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transformed:
     from compress.methods.lowrank.verb import apply as factorize
 
@@ -138,7 +157,8 @@ METHOD = register(Transform(
             "recovered by distillation",
     options=LowRankOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="lowrank",
     details=LowRankDetails, summary_lines=summary_lines, report_lines=report_lines,
-    compared_sections=compared_sections, check=check, check_input=check_input, apply=apply,
+    compared_sections=compared_sections, check=check, check_input=check_input, apply=apply, shape=shape,
+    recovery=recovery,
     not_before={"prune": "pruning scores and slices dense heads and neurons, and after lowrank they are factors; "
                          "prune first, then factorize what is left (prune+lowrank)",
                 "lowrank": "the model is already factorized; factorize once, with the rank you want"},

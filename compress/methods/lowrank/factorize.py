@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 
 WEIGHTINGS = ("svd", "fisher", "activation")
@@ -68,6 +69,20 @@ def matrices(model: Encoder) -> list[Matrix]:
                 linear = getattr(module, name, None)
                 if isinstance(linear, nn.Linear):
                     found.append(Matrix(kind, block, name, linear.out_features, linear.in_features))
+    return found
+
+
+def config_matrices(config: EncoderConfig) -> list[Matrix]:
+    """The matrices :func:`matrices` finds in a dense model of shape ``config``, from the shape alone."""
+    h, found = config.hidden_size, []
+    for block in range(config.num_attention_blocks):
+        inner = config.heads_of(block) * config.head_size
+        if inner:
+            found += [Matrix("attention", block, name, inner, h) for name in ("query", "key", "value")]
+            found.append(Matrix("attention", block, "output", h, inner))
+    for block in range(config.num_ffn_blocks):
+        if inner := config.ffn_size_of(block):
+            found += [Matrix("ffn", block, "intermediate", inner, h), Matrix("ffn", block, "output", h, inner)]
     return found
 
 

@@ -14,7 +14,8 @@ class LowRankOptions:
         "help": "what the factors keep best: svd (the weights' own energy), fisher (the rows the task loss is "
                 "sensitive to, FWSVD) or activation (the directions the layer's real inputs use, SVD-LLM)."})
     keep: float = field(default=0.6, metadata={
-        "help": "share of the attention and FFN matrices' parameters to keep, in (0, 1] (default 0.6)."})
+        "help": "share of the attention and FFN matrices' parameters to keep, in (0, 1] (default 0.6).",
+        "search": (0.8, 0.6, 0.4)})
     allocation: str = field(default="energy", metadata={
         "help": "how --keep is shared out: energy (one budget for all matrices, each next rank to the matrix it "
                 "keeps the most weighted energy of per parameter) or uniform (the same share of every matrix)."})
@@ -22,7 +23,7 @@ class LowRankOptions:
         "help": "one rank for every matrix instead of --keep (a matrix whose break-even rank is lower stays dense)."})
     embedding_rank: int | None = field(default=None, metadata={
         "help": "also factorize the token embedding: V x E -> V x r + r x E (ALBERT's factorization, after the "
-                "fact); default: keep it whole."})
+                "fact); default: keep it whole.", "search": (None, 128)})
     calibration_examples: int = field(default=512, metadata={
         "help": "training examples the Fisher weights or input statistics are measured on (default 512)."})
     recovery_epochs: int = field(default=2, metadata={

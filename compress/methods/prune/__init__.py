@@ -18,6 +18,7 @@ from compress.registry import Context, Transform, Transformed, register
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
+    from compress.distill.recipe import Recipe
     from compress.models.encoder import Encoder
     from compress.reports.footprint import Explanation
     from compress.runs.config import RunConfig
@@ -64,6 +65,18 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -
     return side_by_side("prune", name, teacher, student, formula, notes)
 
 
+def shape(options: PruneOptions, tc: EncoderConfig, context: Context) -> EncoderConfig:
+    """The shape a cut gives, with the same share kept in every layer (a global ranking keeps as many in all, spread
+    otherwise)."""
+    return uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
+
+
+def recovery(options: PruneOptions, tc: EncoderConfig) -> Recipe:
+    from compress.methods.prune.verb import recovery_recipe
+
+    return recovery_recipe(options, tuple(range(tc.num_layers - options.drop_layers)))
+
+
 def check(config: RunConfig, options: PruneOptions) -> None:
     from compress.methods.prune.verb import check_pruning
 
@@ -87,5 +100,6 @@ METHOD = register(Transform(
     summary="importance-scored removal of heads, FFN neurons and layers, recovered by distillation",
     options=PruneOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning",
     details=PruneDetails, summary_lines=summary_lines, report_lines=report_lines, compared_sections=compared_sections,
-    check=check, check_input=check_input, apply=apply,
+    check=check, check_input=check_input, apply=apply, shape=shape,
+    recovery=recovery,
 ))

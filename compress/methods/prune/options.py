@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 @dataclass
 class PruneOptions:
     keep_heads: float = field(default=0.5, metadata={
-        "help": "share of the attention heads to keep, in (0, 1] (default 0.5)."})
+        "help": "share of the attention heads to keep, in (0, 1] (default 0.5).", "search": (0.75, 0.5, 0.25)})
     keep_ffn: float = field(default=0.5, metadata={
-        "help": "share of the FFN neurons to keep, in (0, 1] (default 0.5)."})
+        "help": "share of the FFN neurons to keep, in (0, 1] (default 0.5).", "search": (0.75, 0.5, 0.25)})
     drop_layers: int = field(default=0, metadata={"help": "layers to remove (default 0)."})
     layer_order: str = field(default="top", metadata={
         "help": "which layers go: top (the last ones, Sajjad et al.) or importance (the least loss increase when "

@@ -126,6 +126,24 @@ def check(config: RunConfig, options: VocabOptions) -> None:
     check_vocab_pruning(config, options)
 
 
+# Tokens kept, by (task fingerprint, tokenizer, vocab_from): a search asks for every candidate that prunes them.
+_KEPT: dict[tuple[str, str, str], int] = {}
+
+
+def shape(options: VocabOptions, tc: EncoderConfig, context: Context) -> EncoderConfig:
+    """The shape with the vocabulary of the tokens the task's text uses (the teacher's when the context has no task)."""
+    from compress.data.batching import tokenizer_id
+    from compress.methods.prune_vocab.verb import vocab_texts
+    from compress.prune.vocab import used_token_ids
+
+    if context.task is None or context.tokenizer is None:
+        return tc
+    key = (context.task.fingerprint, tokenizer_id(context.tokenizer), options.vocab_from)
+    if key not in _KEPT:
+        _KEPT[key] = len(used_token_ids(context.tokenizer, *vocab_texts(context.task, options.vocab_from)))
+    return tc.replace(vocab_size=_KEPT[key])
+
+
 def apply(model: Encoder, options: VocabOptions, context: Context) -> Transformed:
     from compress.methods.prune_vocab.verb import apply as prune_vocabulary
 
@@ -137,4 +155,5 @@ METHOD = register(Transform(
     summary="the token-embedding rows of the tokens the training text uses, renumbered",
     options=VocabOptions, why=WHY, explain=explain, takes="fp32", gives="fp32", run_kind="pruning", seeded=False,
     details=VocabDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
+    shape=shape,
 ))

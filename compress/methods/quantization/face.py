@@ -154,6 +154,17 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         return quantize(model, options, context, fmt)
 
+    def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Any]:   # backend -> its maker
+        from compress.methods.quantization.verb import probe as built
+
+        return built(model, options, context, fmt)
+
+    def size(options: QuantOptions, shape: EncoderConfig) -> int:
+        from compress.methods.quantization.verb import usable_backends
+        from compress.quantize.sizes import stored_bytes
+
+        return min(stored_bytes(shape, dtype, b, calibrated) for b in usable_backends(fmt, options.backend)[0])
+
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
         return explain(fmt, teacher, tc, seq_len, options)
 
@@ -162,7 +173,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students, seeded=calibrated, run_kind="quantization",
         details=QuantDetails,
-        summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
+        summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply, probe=probe, size=size,
     ))
 
 

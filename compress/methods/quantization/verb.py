@@ -4,8 +4,10 @@ that keep enough of fp32's accuracy, and measure how far it is from fp32 on the 
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -105,12 +107,15 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     # Two passes in alternating order, each backend's fastest kept: a burst of load on a shared machine
     # slows one pass of one backend, not the choice.
     measured = measure_all(loaded, data, seq_len, speed, passes=2 if len(backends) > 1 else 1)
-    dev, fp32_dev = {}, None
+    dev_predictions, fp32_dev = {}, None
     if len(backends) > 1:  # a choice to make: only among backends that keep the accuracy asked for
         fp32_dev = Predictions.of(*predict_batches(fp32, batches("dev", BATCHED))).metrics().accuracy
-        dev = {b: Predictions.of(*one_at_a_time(p, "dev", b)).metrics().accuracy for b, p in loaded.items()}
+        dev_predictions = {b: Predictions.of(*one_at_a_time(p, "dev", b)) for b, p in loaded.items()}
+    dev = {b: p.metrics().accuracy for b, p in dev_predictions.items()}
     key = CHOOSE_BY[options.choose_by]
     chosen = choose({b: m[key] for b, m in measured.items()}, dev, fp32_dev, options.min_retention)
+    chosen_dev = dev_predictions[chosen] if chosen in dev_predictions else \
+        Predictions.of(*one_at_a_time(loaded[chosen], "dev", chosen))
     for built in backends:
         if built != chosen:
             shutil.rmtree(workdir / f"model-{built}")
@@ -137,7 +142,32 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
     )
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
-                       test=test, speed={"source": fp32_speed, "student": student_speed})
+                       test=test, dev=chosen_dev, speed={"source": fp32_speed, "student": student_speed})
+
+
+def probe(model: Encoder, options: QuantOptions, context: Context,
+          fmt: QuantMethod) -> dict[str, Callable[[], Predictor]]:
+    """For every backend ``options.backend`` allows, a function that writes ``model`` in ``fmt`` on it into
+    ``context.workdir`` and loads it back from its files: what a search times before it trains anything, building only
+    the backends it asks for (calibrated formats take their ranges from ``context.data``'s training batches, so they
+    run as they will, whatever the weights)."""
+    backends, _ = usable_backends(fmt, options.backend)
+    if context.workdir is None:
+        raise CompressError(f"{fmt.name}'s probe writes its artefacts into Context.workdir, and it is None.")
+    workdir = context.workdir
+
+    def build(backend: str) -> Predictor:
+        calibration = None
+        if needs_calibration(fmt, backend):
+            if context.data is None:
+                raise CompressError(f"{fmt.name} calibrates on the task's training batches (Context.data).")
+            calibration = calibration_batches(context.data, context.seed if fmt.calibrated else DEFAULT_SEED)
+        directory = workdir / f"model-{backend}"
+        directory.mkdir(parents=True)
+        write_artefact(fmt, backend, model, directory, calibration=calibration)
+        return load_artefact(directory, context.threads or default_threads())
+
+    return {backend: functools.partial(build, backend) for backend in backends}
 
 
 def choose(times: dict[str, float], dev: dict[str, float], fp32_dev: float | None, min_retention: float) -> str:
