@@ -33,6 +33,7 @@ def build_app() -> typer.Typer:
     from compress.cli import explain as explain_cli
     from compress.cli import pretrain as pretrain_cli
     from compress.cli import run as run_cli
+    from compress.cli import search as search_cli
     from compress.cli import teachers as teachers_cli
 
     app = typer.Typer(
@@ -49,6 +50,7 @@ def build_app() -> typer.Typer:
     app.command("run")(run_cli.run)
     app.command("explain")(explain_cli.explain)
     app.command("compare")(compare_cli.compare)
+    app.command("search")(search_cli.search)
     app.command("pretrain")(pretrain_cli.pretrain)
     app.command("report")(compare_cli.report)
     app.command("results")(compare_cli.results)

@@ -1,0 +1,72 @@
+"""`compress search`: the fastest (or smallest) model that keeps a share of the teacher's accuracy."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import typer
+from rich.markup import escape
+
+from compress.cli.common import console, err_console, print_json, teacher_finetune
+from compress.data.named import DEFAULT_DATASET
+from compress.teachers.registry import DEFAULT_TEACHER
+
+
+def search(
+    minimize: str = typer.Option("latency", help="What to make smallest: latency (batch 1), throughput (batch 32, "
+                                                 "as time per example) or size (bytes on disk)."),
+    min_retention: float = typer.Option(0.97, help="The share of the teacher's dev accuracy a model must keep, in "
+                                                   "(0, 1]."),
+    budget: str = typer.Option("90m", help="Wall time the search may take, finals included: 90m, 1h30m, 5400s."),
+    seeds: str = typer.Option("3", help="Seeds the finalists are trained with: 13,14,15, or a count N (the N seeds "
+                                        "from 13 on); the search itself trains on the first."),
+    methods: str | None = typer.Option(None, help="Search only these methods, e.g. distilbert,prune,int8 (default: "
+                                                  "every method this CPU runs well)."),
+    space: str | None = typer.Option(None, help="A space file (TOML or JSON): the methods to search and the values "
+                                                "of their options, e.g. [prune] keep_heads = [0.5, 0.25]."),
+    against: str = typer.Option("distilbert+prune+int8", help="The pipeline the finals pair the chosen model with "
+                                                              "('none': no reference)."),
+    finalists: int = typer.Option(2, help="Candidates that met the bar taken to the finals, best first."),
+    teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
+                                                                         "hub id."),
+    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    dedupe: bool = typer.Option(False, help="Drop the dev and test rows whose text also occurs in the training split."),
+    out: str | None = typer.Option(None, help="Search directory (default: runs/search-TEACHER-DATASET); also a "
+                                              "comparison directory, so compress compare --out reuses its runs."),
+    batch_size: int = typer.Option(32, help="Training batch size."),
+    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
+    seq_len: int | None = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile)."),
+    repeats: int = typer.Option(30, help="Timed batch-1 calls per model (the median is reported)."),
+    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
+    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
+    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
+    precision: str = typer.Option("auto", help="Precision every run trains in: auto, fp32, bf16 or fp16 (CUDA)."),
+    as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
+) -> None:
+    """Find the fastest (or smallest) model that keeps --min-retention of the teacher's accuracy: candidates across
+    every method and pipeline, timed untrained, trained in order of the objective until one meets the bar on dev,
+    then the best with every seed, judged on test against a reference."""
+    from compress.registry.pipeline import split_list
+    from compress.runs.compare import parse_seeds
+    from compress.search.search import SearchConfig, parse_budget
+    from compress.search.search import search as run_search
+
+    config = SearchConfig(minimize=minimize, min_retention=min_retention, budget_s=parse_budget(budget),
+                          seeds=parse_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
+                          against=None if against.lower() == "none" else against, finalists=finalists,
+                          teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, batch_size=batch_size,
+                          threads=threads, seq_len=seq_len, repeats=repeats, device=device, precision=precision,
+                          teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
+                          command=shlex.join(["compress", *sys.argv[1:]]))
+    directory, record = run_search(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
+                                   show_progress=not as_json)
+    if as_json:
+        print_json(record.to_dict())
+        return
+    from compress.search.report import summary_lines
+
+    for line in summary_lines(record):
+        console.print(escape(line))
+    console.print(f"search: {escape(str(directory / 'search.html'))} (and search.md, search.json, comparison.html)")

@@ -1,0 +1,199 @@
+"""What a candidate costs before it is trained: its parameters, bytes and FLOPs from its shape, its speed measured on
+an untrained model of that shape (weights do not change how long dense kernels take), and the seconds a training
+step of each of its trained steps takes here.
+
+Speed: the model of the candidate's shape (random weights; the teacher's vocabulary, so the task's own inputs fit:
+a pruned vocabulary changes the table, not the time), made as its last step makes models (quantization's artefacts
+on every backend it runs on, loaded back from their files: :attr:`compress.registry.Transform.probe`), timed as
+`compress compare` times (batch-1 latency p50, throughput at batch 32, the same threads and inputs), the fastest
+backend kept. The results are kept in the search directory, keyed by the structure and the CPU, so a resumed search
+does not time again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compress.bench.machine import cpu_model
+from compress.bench.speed import SpeedConfig, measure_speed
+from compress.bench.timing import fixed_threads
+from compress.data.batching import TokenizedTask, make_dataloader
+from compress.distill.objective import DistillationObjective
+from compress.distill.recipe import Recipe
+from compress.models.accounting import count_parameters, flops_per_sequence
+from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
+from compress.paths import atomic_write_text
+from compress.quantize.predictors import TorchPredictor
+from compress.registry import Context, StudentMethod, Transform
+from compress.search.space import Candidate
+from compress.training import autocast
+
+# Objectives a search can minimize, and the measurement each reads.
+OBJECTIVES = ("latency", "throughput", "size")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A candidate's size from its shape alone."""
+
+    params: int
+    size_bytes: int
+    flops: int
+
+
+def footprint(candidate: Candidate, seq_len: int) -> Footprint:
+    """Parameters, stored bytes (as its last step stores them) and FLOPs per sequence of ``candidate``'s shape."""
+    shape, last = candidate.shape, candidate.methods[-1]
+    count = count_parameters(shape)
+    if isinstance(last, Transform) and last.size is not None:
+        size = last.size(last.make_options(candidate.pipeline.steps[-1].options), shape)
+    else:
+        size = 4 * (count.backbone + count.classifier)
+    return Footprint(count.backbone, size, flops_per_sequence(shape, seq_len))
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A structure's speed, measured: its fastest backend's batch-1 latency and batch throughput."""
+
+    latency_ms: float
+    throughput: float
+    backend: str
+
+    def objective(self, minimize: str) -> float:
+        """Less is better: milliseconds at batch 1, or milliseconds per example at batch 32."""
+        return self.latency_ms if minimize == "latency" else 1000 / self.throughput
+
+
+def structure_key(candidate: Candidate, teacher: EncoderConfig) -> str:
+    """What its speed depends on: the shape (the teacher's vocabulary) and how its last step runs models."""
+    last = candidate.methods[-1]
+    runs_as = str(candidate.pipeline.steps[-1]) if isinstance(last, Transform) and last.probe else "torch"
+    shape = candidate.shape.replace(vocab_size=teacher.vocab_size).to_dict()
+    return json.dumps({"shape": shape, "runs_as": runs_as}, sort_keys=True)
+
+
+class Probes:
+    """Speed and training-step times measured for a search, kept in ``path`` (JSON) for this CPU and settings."""
+
+    def __init__(self, path: Path, data: TokenizedTask, seq_len: int, threads: int, repeats: int) -> None:
+        self.path, self.data, self.seq_len = path, data, seq_len
+        # Batch-1 calls as a comparison times them; a few large batches (a structure's throughput is a ranking, not a
+        # result: the finals measure it again).
+        self.speed = SpeedConfig(threads=threads, repeats=repeats, batch_repeats=3)
+        self.context = {"cpu": cpu_model(), "threads": threads, "seq_len": seq_len, "repeats": repeats}
+        saved: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                saved = json.loads(path.read_text())
+            except ValueError:
+                saved = {}
+        same = saved.get("context") == self.context
+        self.timed: dict[str, Timed] = {k: Timed(**v) for k, v in saved.get("timed", {}).items()} if same else {}
+        self.steps: dict[str, float] = dict(saved.get("steps", {})) if same else {}
+        self.writable = False   # set once the search owns its directory: nothing is written before
+
+    def _save(self) -> None:
+        if not self.writable:
+            return
+        atomic_write_text(self.path, json.dumps({"context": self.context, "steps": self.steps,
+                                                 "timed": {k: asdict(v) for k, v in self.timed.items()}}, indent=1))
+
+    def known(self, candidate: Candidate, teacher: EncoderConfig) -> Timed | None:
+        return self.timed.get(structure_key(candidate, teacher))
+
+    def time(self, candidate: Candidate, teacher: EncoderConfig, minimize: str,
+             backends: set[str] | None = None) -> Timed:
+        """The speed of ``candidate``'s structure on its fastest backend of ``backends`` (None: every one it runs
+        on), measured once per structure."""
+        key = structure_key(candidate, teacher)
+        if key not in self.timed:
+            self.timed[key] = self._measure(candidate, teacher, minimize, backends)
+            self._save()
+        return self.timed[key]
+
+    def _measure(self, candidate: Candidate, teacher: EncoderConfig, minimize: str,
+                 backends: set[str] | None) -> Timed:
+        torch.manual_seed(0)
+        model = Encoder(candidate.shape.replace(vocab_size=teacher.vocab_size)).eval()
+        last, step = candidate.methods[-1], candidate.pipeline.steps[-1]
+        found = []
+        with tempfile.TemporaryDirectory(prefix="compress-probe-") as tmp:
+            if isinstance(last, Transform) and last.probe is not None:
+                context = Context(data=self.data, threads=self.speed.threads, workdir=Path(tmp))
+                makers = last.probe(model, last.make_options(step.options), context)
+            else:
+                makers = {"torch": lambda: TorchPredictor(model)}
+            for backend, make in makers.items():
+                if backends is None or backend in backends or not backends & set(makers):
+                    measured = measure_speed(make(), self.data, self.seq_len, self.speed)
+                    found.append(Timed(measured["latency_ms_p50"], measured["throughput"], backend))
+        return min(found, key=lambda t: t.objective(minimize))
+
+    def step_seconds(self, student: EncoderConfig, teacher: EncoderConfig, method: StudentMethod | Transform,
+                     options: Any, precision: str, batch_size: int) -> float:
+        """Seconds of one training step of a model of shape ``student`` distilled from one of shape ``teacher`` on
+        a batch of the task's training examples, with the loss terms ``method`` trains with, in ``precision``; 0 for
+        a method that trains nothing. Measured once per shape, method and precision."""
+        stage = training_stage(method, options, teacher)
+        if stage is None:
+            return 0.0
+        key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": asdict(stage[0]),
+                          "precision": precision, "batch": batch_size}, sort_keys=True, default=str)
+        if key not in self.steps:
+            self.steps[key] = _time_steps(student, teacher, stage, self.data, precision, batch_size,
+                                          self.speed.threads)
+            self._save()
+        return self.steps[key]
+
+
+def training_recipe(method: StudentMethod | Transform, options: Any, given: EncoderConfig) -> Recipe | None:
+    """The recipe a step trains with, given a model of shape ``given`` (the teacher, for a student), or None."""
+    if isinstance(method, StudentMethod):
+        return method.recipe(options)
+    return method.recovery(options, given) if method.recovery is not None else None
+
+
+def training_stage(method: StudentMethod | Transform, options: Any, given: EncoderConfig) -> tuple[Any, Any] | None:
+    """The (stage, recipe) of the stage a step trains with that reads the most (the costliest step), or None."""
+    recipe = training_recipe(method, options, given)
+    if recipe is None or not recipe.stages:
+        return None
+    return max(recipe.stages, key=lambda s: len(s.terms)), recipe
+
+
+def _time_steps(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any, Any], data: TokenizedTask,
+                precision: str, batch_size: int, threads: int, steps: int = 4) -> float:
+    """The median seconds of ``steps`` training steps (after one untimed) on real training batches."""
+    stage_, recipe = stage
+    torch.manual_seed(0)
+    model, reference = Encoder(student.replace(vocab_size=teacher.vocab_size)), Encoder(teacher)
+    objective = DistillationObjective(stage_, reference, model, recipe.layer_map)
+    optimizer = torch.optim.AdamW([*model.parameters(), *objective.projections.parameters()], lr=1e-5)
+    loader = make_dataloader(data.splits["train"], data.collator, batch_size=batch_size, shuffle=True, seed=0)
+    batches = list(itertools.islice(loader, steps + 1))
+    device = torch.device("cpu")
+    times = []
+    with fixed_threads(threads):
+        model.train()
+        for index in range(steps + 1):
+            batch = dict(batches[index % len(batches)])
+            if not objective.needs_teacher_forward:   # a logits-only stage reads the teacher's cached logits
+                batch["teacher_logits"] = torch.zeros(len(batch["input_ids"]), teacher.num_labels)
+            start = time.perf_counter()
+            with autocast(precision, device):
+                loss, _ = objective(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            times.append(time.perf_counter() - start)
+    return float(sorted(times[1:])[len(times[1:]) // 2])

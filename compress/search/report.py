@@ -1,0 +1,272 @@
+"""The search's report: search.md and search.html (the answer, its verdict on test, how the search spent its budget,
+the frontier it found and the path it took) and search.png (the objective against dev retention, by fidelity)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from compress.paths import atomic_write_text
+from compress.reports.comparison import CSS, _atomic_write_bytes
+from compress.search.ledger import FIDELITIES, CandidateRecord, SearchRecord
+
+OBJECTIVE_NAMES = {"latency": "batch-1 latency (ms)", "throughput": "time per example at batch 32 (ms)",
+                   "size": "size (MB)"}
+FIDELITY_STYLE = {"timed": ("#bbbbbb", "|"), "partial": ("#ff7f0e", "x"), "full": ("#1f77b4", "o"),
+                  "final": ("#2ca02c", "*")}
+
+
+def _objective(record: SearchRecord, value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e6:.2f} MB" if record.minimize == "size" else f"{value:.3f} ms"
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _interval(values: list[float]) -> str:
+    return f"{values[0]:.1%} to {values[1]:.1%}" if values else "–"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def verdict_lines(record: SearchRecord) -> list[str]:
+    """The answer in sentences: the chosen model, its test verdict, and how it stands against the reference."""
+    if record.chosen is None:
+        return [*record.notes] or ["The search has not chosen a model yet."]
+    chosen = next((c for c in record.candidates if c.text == record.chosen), None)
+    final = next((f for f in record.finals if f.role == "chosen"), None)
+    lines = [f"Chosen: {record.chosen} (run directory {record.chosen_run})."]
+    if final is not None:
+        seeds = len(record.seeds)
+        lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: accuracy "
+                     f"{final.accuracy:.1%} ({_interval(final.accuracy_interval)}), retention {final.retention:.1%} "
+                     f"of the teacher ({_interval(final.retention_interval)}); {final.speedup:.2f}x the teacher's "
+                     f"speed at batch 1 (IQR {final.speedup_iqr[0]:.2f}-{final.speedup_iqr[1]:.2f}x), "
+                     f"{final.throughput_speedup:.2f}x its throughput, {final.size_bytes / 1e6:.2f} MB.")
+        low, high = final.retention_interval or [final.retention, final.retention]
+        bar = record.min_retention
+        lines.append(f"Its retention interval lies {'above' if low >= bar else 'below' if high < bar else 'across'} "
+                     f"{bar:.0%}: " + ("it keeps the bar beyond doubt." if low >= bar else
+                                       "it misses the bar on test." if high < bar else
+                                       "on test it cannot be told from the bar."))
+    reference = next((f for f in record.finals if f.role == "reference"), None)
+    if reference is not None and final is not None:
+        speed = record.differences.get(f"speed-up of {record.chosen} over {reference.text}")
+        paired = {f"{record.chosen} - {reference.text}", f"{reference.text} - {record.chosen}"}
+        parts = []
+        if speed:
+            parts.append(f"{speed[0]:.2f}x as fast at batch 1 (IQR {speed[1]:.2f}-{speed[2]:.2f}x, paired rounds)")
+        if paired & set(record.differences):
+            estimate, low, high = _signed(record, reference.text)
+            told = "cannot be told apart" if low <= 0 <= high else "differ beyond the interval"
+            parts.append(f"accuracy {estimate:+.1f} points ({low:+.1f} to {high:+.1f}): {told}")
+        lines.append(f"Against {reference.text} (the reference, same seeds): " + "; ".join(parts) + ".")
+    if chosen is not None and chosen.dev_retention is not None:
+        trained = sum(1 for c in record.candidates if c.fidelity in ("partial", "full", "final"))
+        lines.append(f"Its dev accuracy ({_percent(chosen.dev_accuracy)}, {_percent(chosen.dev_retention)} of the "
+                     f"teacher's) is what chose it among {trained} trained candidates, so it is biased upward by the "
+                     "selection; the test interval above is not: it comes from seeds and sentences the search never "
+                     "selected on.")
+    return lines
+
+
+def _signed(record: SearchRecord, reference: str) -> tuple[float, float, float]:
+    """The chosen model's accuracy minus the reference's, in points, with its interval."""
+    found = record.differences.get(f"{record.chosen} - {reference}")
+    if found:
+        return found[0] * 100, found[1] * 100, found[2] * 100
+    other = record.differences[f"{reference} - {record.chosen}"]
+    return -other[0] * 100, -other[2] * 100, -other[1] * 100
+
+
+def time_line(record: SearchRecord) -> str:
+    spent = record.spent_s
+    accounted = sum(record.seconds.values())
+    parts = [f"{name} {_duration(s)}" for name, s in record.seconds.items() if s >= 0.05]
+    overhead = max(0.0, spent - accounted)
+    return (f"Time: {_duration(spent)} of a {_duration(record.budget_s)} budget: " + ", ".join(parts)
+            + f"; the search's own work (enumerating, fitting, deciding, writing) {_duration(overhead)} "
+              f"({overhead / spent:.1%})." if spent else "Time: none spent yet.")
+
+
+def count_line(record: SearchRecord) -> str:
+    counts = record.counts()
+    return (f"Candidates: {len(record.candidates)} in the space; " +
+            ", ".join(f"{counts[name]} {name}" for name in FIDELITIES) +
+            " (shape: sized from its shape; timed: its structure timed untrained; partial: trained until it could "
+            "not reach the bar; full: trained to the end on one seed; final: every seed, scored on test).")
+
+
+def summary_lines(record: SearchRecord) -> list[str]:
+    """What `compress search` prints."""
+    bar = f"{record.bar:.4f}" if record.bar is not None else "?"
+    return [f"search ({record.status}): minimize {record.minimize} keeping {record.min_retention:.0%} of the "
+            f"teacher's dev accuracy (a dev accuracy of {bar})", *verdict_lines(record), count_line(record),
+            time_line(record)]
+
+
+def frontier(record: SearchRecord) -> list[CandidateRecord]:
+    """The candidates trained to the end that no other beats on both the objective and dev retention."""
+    done = [c for c in record.candidates if c.fidelity in ("full", "final") and c.objective is not None
+            and c.dev_retention is not None]
+    front = [c for c in done if not any(o.objective <= c.objective and o.dev_retention >= c.dev_retention  # type: ignore[operator]
+                                        and (o.objective, o.dev_retention) != (c.objective, c.dev_retention)
+                                        for o in done)]
+    return sorted(front, key=lambda c: c.objective)  # type: ignore[arg-type, return-value]
+
+
+def path(record: SearchRecord) -> list[CandidateRecord]:
+    return sorted((c for c in record.candidates if c.order is not None), key=lambda c: c.order)  # type: ignore
+
+
+PATH_HEADERS = ("#", "candidate", "objective", "reached", "dev retention", "what happened", "seconds")
+FRONT_HEADERS = ("candidate", "objective", "dev retention", "params (M)", "size (MB)")
+FINAL_HEADERS = ("model", "role", "dev retention (every seed)", "test accuracy", "test retention",
+                 "speed-up (batch 1)", "size (MB)")
+
+
+def _path_rows(record: SearchRecord) -> list[list[str]]:
+    return [[str(c.order), c.text, _objective(record, c.objective), c.fidelity, _percent(c.dev_retention),
+             f"{c.status}: {c.reason}", f"{c.seconds:.0f}"] for c in path(record)]
+
+
+def _front_rows(record: SearchRecord) -> list[list[str]]:
+    return [[c.text, _objective(record, c.objective), _percent(c.dev_retention), f"{c.params / 1e6:.2f}",
+             f"{c.size_bytes / 1e6:.2f}"] for c in frontier(record)]
+
+
+def _final_rows(record: SearchRecord) -> list[list[str]]:
+    return [[f.text, f.role, f"{f.dev_retention:.1%} ({_interval(f.dev_retention_interval)})",
+             f"{f.accuracy:.1%} ({_interval(f.accuracy_interval)})",
+             f"{f.retention:.1%} ({_interval(f.retention_interval)})",
+             f"{f.speedup:.2f}x ({f.speedup_iqr[0]:.2f}-{f.speedup_iqr[1]:.2f})", f"{f.size_bytes / 1e6:.2f}"]
+            for f in record.finals]
+
+
+def _sections(record: SearchRecord) -> list[tuple[str, list[str], tuple[str, ...], list[list[str]]]]:
+    """(title, paragraphs, table headers, table rows) of each section, shared by the Markdown and the HTML."""
+    space = [f"{name}: " + (", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in options.items()) or
+                            "no option searched (a step or not)") for name, options in record.space.items()]
+    return [
+        ("Answer", verdict_lines(record), (), []),
+        ("The finals", ["The chosen model, the other candidates kept (best first) and the reference, each trained "
+                        "with every seed and compared on test in one process (comparison.md has the whole "
+                        "comparison); dev retention over every seed is what chose."], FINAL_HEADERS,
+         _final_rows(record)),
+        ("How the search went", [count_line(record), time_line(record), *record.notes], (), []),
+        ("The frontier found", ["Candidates trained to the end that no other beats on both the objective and dev "
+                                "retention (dev scores, one seed)."], FRONT_HEADERS, _front_rows(record)),
+        ("The path", ["Every candidate the search trained, in the order it took them (the fastest first, for a "
+                      "speed objective)."], PATH_HEADERS, _path_rows(record)),
+        ("The space", space, (), []),
+    ]
+
+
+def _title(record: SearchRecord) -> str:
+    return (f"Search: {record.teacher} on {record.dataset}, minimize {record.minimize} keeping "
+            f"{record.min_retention:.0%} of the teacher")
+
+
+def _context(record: SearchRecord) -> str:
+    bar = f"a dev accuracy of {record.bar:.4f} ({record.min_retention:.0%} of the teacher's " \
+          f"{record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
+    made = f"Made by `{record.command}`" if record.command else "Made from Python"
+    return (f"{made} on {record.cpu}, {record.threads} threads, sequence length {record.seq_len}, "
+            f"{record.created}; status: {record.status}; the bar: {bar}.")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(record: SearchRecord) -> str:
+    lines = [f"# {_title(record)}", "", _context(record), ""]
+    for title, paragraphs, headers, rows in _sections(record):
+        lines += [f"## {title}", ""]
+        lines += [line for p in paragraphs for line in (f"- {p}" if title == "The space" else p, "")]
+        if headers and rows:
+            lines.append("| " + " | ".join(headers) + " |")
+            lines.append("|" + "|".join(":--" if i < 2 else "--:" for i in range(len(headers))) + "|")
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            lines.append("")
+        if title == "The frontier found":
+            lines += ["![objective against dev retention](search.png)", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_html(record: SearchRecord, png: bytes) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{html.escape(_title(record))}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
+             f"<h1>{html.escape(_title(record))}</h1>", f'<p class="context">{html.escape(_context(record))}</p>']
+    for title, paragraphs, headers, rows in _sections(record):
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts += [f"<p>{html.escape(p)}</p>" for p in paragraphs]
+        if headers and rows:
+            head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in headers)
+            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+            parts.append(f'<div class="table-wrap"><table class="search"><thead><tr>{head}</tr></thead>'
+                         f"<tbody>{body}</tbody></table></div>")
+        if title == "The frontier found":
+            data = base64.b64encode(png).decode("ascii")
+            parts.append(f'<figure><img src="data:image/png;base64,{data}" alt="The objective against dev retention '
+                         f'of every candidate trained, by how far it got."><figcaption>Left is better, up is better; '
+                         f"the dashed line is the bar.</figcaption></figure>")
+    parts += ["</body>", "</html>"]
+    return "\n".join(parts) + "\n"
+
+
+def plot_png(record: SearchRecord) -> bytes:
+    """The objective against dev retention: every trained candidate by the fidelity it reached, numbered by the
+    order the search took them; timed-only candidates as ticks along the bottom."""
+    fig = Figure(figsize=(8, 5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    scale = 1e6 if record.minimize == "size" else 1.0
+    trained = [c for c in record.candidates if c.dev_retention is not None and c.objective is not None]
+    floor = min([c.dev_retention for c in trained] + [record.min_retention]) - 0.01  # type: ignore[type-var]
+    timed = [c.objective / scale for c in record.candidates if c.fidelity == "timed" and c.objective is not None]
+    if timed:
+        color, marker = FIDELITY_STYLE["timed"]
+        ax.scatter(timed, [100 * floor] * len(timed), c=color, marker=marker, label="timed, not trained")
+    for fidelity in ("partial", "full", "final"):
+        shown = [c for c in trained if c.fidelity == fidelity]
+        if shown:
+            color, marker = FIDELITY_STYLE[fidelity]
+            ax.scatter([c.objective / scale for c in shown], [100 * c.dev_retention for c in shown],  # type: ignore
+                       c=color, marker=marker, s=60, label=fidelity)
+    for c in trained:
+        if c.order is not None:
+            ax.annotate(str(c.order), (c.objective / scale, 100 * c.dev_retention), fontsize=7,  # type: ignore
+                        xytext=(4, 4), textcoords="offset points")
+    ax.axhline(100 * record.min_retention, linestyle="--", color="#555555", label="the bar")
+    ax.set_xlabel(OBJECTIVE_NAMES[record.minimize])
+    ax.set_ylabel("dev retention (% of the teacher)")
+    ax.set_title(f"{record.teacher} on {record.dataset}: the path of the search", fontsize=10)
+    if trained or timed:
+        ax.set_xscale("log")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
+def write_search_report(record: SearchRecord, directory: Path) -> list[Path]:
+    """search.md, search.html and search.png in ``directory`` (each written whole, then renamed)."""
+    directory = Path(directory)
+    png = plot_png(record)
+    _atomic_write_bytes(directory / "search.png", png)
+    atomic_write_text(directory / "search.md", render_markdown(record))
+    atomic_write_text(directory / "search.html", render_html(record, png))
+    return [directory / name for name in ("search.md", "search.html", "search.png")]

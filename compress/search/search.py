@@ -1,0 +1,224 @@
+"""`compress search`: the candidate that minimizes an objective (batch-1 latency, batch throughput or size) among those
+that keep ``min_retention`` of the teacher's dev accuracy, then its verdict on test with every seed.
+
+The schedule (multi-fidelity, like successive halving, but against a bar: the objective is cheap to measure and
+the constraint costs training, so it is the constraint that is evaluated in stages; :mod:`.walk`):
+
+1. **shape** (free): every candidate of the space (:mod:`.space`) gets parameters, bytes and FLOPs from its shape.
+2. **timed** (seconds each, speed objectives only): candidates are taken in order of their objective, measured on
+   their untrained structure where not yet measured (:mod:`.probe`); until then, a candidate's place in the order
+   is a fit of the speed of its kind (how its last step runs) against FLOPs, over the structures measured so far
+   (the least and the most costly of each kind are measured first).
+3. **trained** (minutes): the best candidate by its measured objective is trained on the first seed, step by step
+   (a step another candidate shares is trained once: the run cache), every stage stopped as soon as its dev
+   accuracy cannot come near the bar any more (``partial``); each step's dev retention is screened with its paired
+   interval: one whose interval lies below the bar missed it, one whose interval reaches it is kept. A candidate is
+   ruled out without training when a step of it, or a candidate it compresses at least as much as
+   (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` kept candidates are better than
+   everything left. A candidate is not started when the budget left cannot hold its training (estimated from
+   training steps timed here, then from this search's own runs) and the finals.
+4. **final**: the kept candidates and a reference pipeline are trained with every seed and compared on test, in one
+   process, by :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and
+   retention, speed-ups with their spread); the chosen one is the best, by that measurement, of those whose dev
+   retention over every seed meets the bar (where none does, of those whose interval still reaches it, said so).
+
+Dev selects, test judges: the chosen model's dev accuracy is biased upward by having been selected on it (the
+report says so); its test interval in the finals is not.
+
+The search directory is a comparison directory (``runs/seed-S/NAME``): `compress compare --out DIR` and a later
+search reuse every run it trained, and it reuses theirs. Ctrl-C keeps every finished run and search.json; the
+same command resumes (timings are kept in probes.json, runs are reused, the budget counts the time already spent).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from compress.bench.inputs import speed_seq_len
+from compress.bench.machine import cpu_model
+from compress.bench.timing import default_threads
+from compress.data.batching import choose_max_length, tokenize_task
+from compress.data.load import check_dataset, load_task
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.ownership import foreign, mark_comparison
+from compress.paths import locked
+from compress.registry import Context, StudentMethod
+from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, plan_runs
+from compress.runs.compare import _run_config as run_config
+from compress.runs.distillation import check_student
+from compress.runs.executors import Executor
+from compress.search.ledger import SearchRecord, read_record
+from compress.search.probe import OBJECTIVES, Probes
+from compress.search.report import write_search_report
+from compress.search.space import Space, candidates, declared, from_file, narrowed
+from compress.search.walk import Clock, Walk, format_seconds, least_training
+from compress.teachers.finetune import FinetuneConfig
+from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
+from compress.train_config import DEFAULT_SEED
+from compress.training import resolve_precision
+
+FINALISTS = 2
+
+
+def parse_budget(text: str) -> float:
+    """``--budget``: seconds from ``90m``, ``1h30m``, ``1.5h``, ``5400s`` or a bare number of minutes."""
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value) * 60
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
+    if not value or parts is None or not any(parts.groups()):
+        raise CompressError(f"--budget takes a time such as 90m, 1h30m, 1.5h or 5400s, not {text!r}.")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in parts.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+@dataclass
+class SearchConfig:
+    """One `compress search`: the question (objective, bar), the space, the budget, and how runs train."""
+
+    minimize: str = "latency"
+    min_retention: float = 0.97
+    budget_s: float = 90 * 60
+    seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED, DEFAULT_SEED + 1, DEFAULT_SEED + 2])
+    methods: list[str] | None = None     # keep only these methods of the space
+    space: str | None = None             # a space file (TOML or JSON)
+    against: str | None = PRUNING_PIPELINE   # the reference the finals compare the chosen model with
+    finalists: int = FINALISTS
+    teacher: str = DEFAULT_TEACHER
+    dataset: str = "mr"
+    dedupe: bool = False
+    out: str | None = None
+    batch_size: int = 32
+    device: str = "auto"
+    precision: str = "auto"
+    threads: int | None = None
+    seq_len: int | None = None
+    repeats: int = 30
+    teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    executor: Executor = field(default_factory=Executor)   # where the finals train
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.minimize not in OBJECTIVES:
+            raise CompressError(f"--minimize takes {', '.join(OBJECTIVES)}; {self.minimize!r} is not an objective "
+                                "compress can measure.")
+        if not 0 < self.min_retention <= 1:
+            raise CompressError(f"--min-retention is a share of the teacher's accuracy in (0, 1], got "
+                                f"{self.min_retention}.")
+        if not self.budget_s > 0:
+            raise CompressError("--budget must be a positive time, such as 90m.")
+        if self.finalists < 1:
+            raise CompressError(f"--finalists must be 1 or more, got {self.finalists}.")
+
+
+def search_space(config: SearchConfig, teacher: EncoderConfig) -> Space:
+    """The space the config asks for: a file's or the methods' declared one, narrowed to ``--methods``."""
+    space = from_file(Path(config.space), teacher) if config.space else declared(teacher)
+    return narrowed(space, config.methods) if config.methods else space
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``out`` compress may not write in, before any work: a file, or a directory that is not a
+    comparison or search of ours."""
+    if out.exists() and not out.is_dir():
+        raise CompressError(f"--out {out} is a file, not a directory; choose another --out.")
+    if out.is_dir() and any(out.iterdir()) and (reason := foreign(out, "comparison")) is not None:
+        raise CompressError(f"--out {out.resolve()} is not a search or comparison compress wrote: it {reason}; choose "
+                            "a new or empty directory.")
+
+
+SEARCH_FILES = ["search.json", "search.md", "search.html", "search.png", "probes.json", "runs"]
+
+
+def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
+           show_progress: bool = True) -> tuple[Path, SearchRecord]:
+    """Search (see the module docstring); return the search directory and its record (search.json)."""
+    start = time.perf_counter()
+    say = progress or (lambda message: None)
+    teacher_shape = teacher_config(config.teacher)
+    space = search_space(config, teacher_shape)
+    compare_config = _compare_config(config, [config.against] if config.against else [])
+    if config.against:
+        plan_runs([config.against])   # a reference that is not a pipeline fails here
+    check_dataset(config.dataset, dedupe=config.dedupe)
+    out = Path(config.out or f"runs/search-{Path(config.teacher).name}-{Path(config.dataset).stem}")
+    check_out(out)
+    task = load_task(config.dataset, dedupe=config.dedupe)
+    tokenizer = load_tokenizer(config.teacher)
+    positions = teacher_shape.max_positions
+    max_length = config.teacher_finetune.max_length or min(choose_max_length(task, tokenizer), positions)
+    data = tokenize_task(task, tokenizer, max_length=max_length)
+    seq_len = config.seq_len or speed_seq_len(data)
+    threads = config.threads or default_threads()
+    context = Context(data=data, task=task, tokenizer=tokenizer)
+    found = candidates(space, teacher_shape.replace(num_labels=task.num_labels), context)
+    if not found:
+        raise CompressError("the space holds no candidate (no method, or no pipeline its steps allow).")
+    for planned in plan_runs(sorted({str(c.pipeline.steps[0]) for c in found})):   # every student's own checks
+        if isinstance(planned.method, StudentMethod):
+            check_student(run_config(compare_config, planned, "teacher"), planned.method)
+    probes = Probes(out / "probes.json", data, seq_len, threads, config.repeats)
+    precision = resolve_precision(config.precision, config.device)
+    teacher = teacher_shape.replace(num_labels=task.num_labels)
+    least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
+    if least is not None and least[0] > config.budget_s:
+        raise CompressError(f"--budget {format_seconds(config.budget_s)} cannot hold one full training of the "
+                            f"cheapest candidate that trains ({least[1]}: about {format_seconds(least[0])} from a "
+                            f"training step timed here); give at least --budget {math.ceil(least[0] / 60)}m.")
+    with locked(out, wait=False, what=f"the search in {out}"):
+        check_out(out)
+        out.mkdir(parents=True, exist_ok=True)
+        mark_comparison(out, SEARCH_FILES)
+        probes.writable = True
+        previous = read_record(out)
+        record = _record(config, space, threads, seq_len, previous)
+        clock = Clock(record.seconds, record.spent_s, start)
+        walk = Walk(config, space, found, probes, record, clock, out, task, say, show_progress, precision, teacher,
+                    compare_config)
+        try:
+            walk.run()
+            walk.finals()
+            record.status = "complete"
+        except BaseException:   # Ctrl-C, SIGTERM, an error: what finished is kept, and the same command resumes
+            record.status = "interrupted"
+            raise
+        finally:
+            walk.save()
+            write_search_report(record, out)
+    return out, record
+
+
+def _record(config: SearchConfig, space: Space, threads: int, seq_len: int,
+            previous: SearchRecord | None) -> SearchRecord:
+    """A new search.json; resuming ``previous`` (the same question, not complete), with its time spent and what it
+    found of each candidate."""
+    record = SearchRecord(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), command=config.command,
+                          teacher=config.teacher, dataset=config.dataset, minimize=config.minimize,
+                          min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
+                          space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
+                          against=config.against)
+    same = previous is not None and (previous.teacher, previous.dataset, previous.minimize, previous.min_retention,
+                                     previous.space, previous.seeds) == (record.teacher, record.dataset,
+                                                                         record.minimize, record.min_retention,
+                                                                         record.space, record.seeds)
+    if same and previous is not None and previous.status != "complete":
+        record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)
+        record.candidates = previous.candidates
+    return record
+
+
+def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
+    return CompareConfig(teacher=config.teacher, dataset=config.dataset, dedupe=config.dedupe, methods=methods,
+                         out=config.out, batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
+                         precision=config.precision, threads=config.threads, seq_len=config.seq_len,
+                         repeats=config.repeats, teacher_finetune=config.teacher_finetune, executor=config.executor,
+                         command=config.command)
+
+

@@ -1,0 +1,548 @@
+"""The walk over a search's candidates (stages 2 and 3 of :mod:`compress.search.search`) and its finals.
+
+A candidate is *kept* when its dev retention cannot be told below the bar: the upper end of its paired interval
+(the candidate and the teacher on the same dev sentences, :mod:`compress.stats`) reaches ``min_retention``. It *missed
+the bar* when that upper end lies below it: then it, every pipeline that extends it and every candidate that
+compresses at least as much are ruled out. One seed on about a thousand dev sentences is one draw with an
+interval of a few points; the screen drops only what that draw shows is below the bar, and the finals decide with
+every seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from compress.distill.teacher_logits import teacher_logits
+from compress.errors import CompressError
+from compress.models.config import EncoderConfig
+from compress.predictions import Predictions, load_predictions
+from compress.quantize.predictors import predict_batches
+from compress.registry import Context, StudentMethod, Transform
+from compress.registry.pipeline import Pipeline
+from compress.reports.records import RunRecord, read_run_record
+from compress.runs.compare import (
+    CompareConfig,
+    _predictor,
+    _run_or_reuse,
+    completed_run,
+    plan_runs,
+    plan_seeds,
+    run_dir_of,
+    stopped_by_bar,
+)
+from compress.runs.compare import _run_config as run_config
+from compress.runs.compare import compare as run_compare
+from compress.runs.paired import method_intervals, teacher_interval
+from compress.search.ledger import CandidateRecord, Final, SearchRecord, write_record
+from compress.search.probe import Probes, Timed, footprint, training_recipe
+from compress.search.space import Candidate, Space, compresses_at_least
+from compress.stats import ratio_quartiles
+from compress.teachers.finetune import finetune_teacher, tokenized_for
+from compress.teachers.registry import load_tokenizer
+
+# What the search's wall time went to (search.json's ``seconds``); the rest is its own work: enumerating the space,
+# fitting, deciding, writing the ledger and the report.
+TIME_CATEGORIES = ("teacher", "training", "evaluation and timing", "speed probes", "step timing", "finals")
+# A run's seconds over its training steps' (a dev pass every epoch, the test pass, timing, saving) until a run of
+# the same method has been measured here; and the seconds of a run that trains nothing (quantization's builds,
+# timings and one-sentence-at-a-time scoring: 31 s a run in the default comparison on the AVX-512 EPYC).
+EVAL_SHARE = 1.15
+UNTRAINED_RUN_S = 30.0
+
+
+def format_seconds(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{seconds:.0f} s" if seconds < 120 else f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+class Clock:
+    """Wall time by what it went to, over this invocation and the ones before it (a resumed search)."""
+
+    def __init__(self, before: dict[str, float], spent_before: float, start: float) -> None:
+        self.start, self.before = start, spent_before
+        self.seconds = {name: before.get(name, 0.0) for name in TIME_CATEGORIES}
+
+    @contextmanager
+    def on(self, category: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[category] += time.perf_counter() - start
+
+    @property
+    def spent(self) -> float:
+        return self.before + time.perf_counter() - self.start
+
+
+# --- estimates -----------------------------------------------------------------------------------
+
+
+def trained_steps(candidate: Candidate, teacher: EncoderConfig) -> list[tuple[Any, Any, EncoderConfig, EncoderConfig]]:
+    """(method, options, the shape it is given, the shape it gives) of every step of ``candidate``."""
+    shape, steps = teacher, []
+    for index, (step, method) in enumerate(zip(candidate.pipeline.steps, candidate.methods)):
+        options = method.make_options(step.options)
+        if index == len(candidate.methods) - 1:
+            after = candidate.shape
+        elif isinstance(method, StudentMethod):
+            after = method.student_config(teacher, options)
+        else:
+            after = method.shape(options, shape, Context()) if method.shape is not None else shape
+        steps.append((method, options, shape, after))
+        shape = after
+    return steps
+
+
+def step_estimates(candidate: Candidate, teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
+                   examples: int) -> list[float]:
+    """Per step of ``candidate``: the seconds of its training steps (every epoch of every stage at the step time
+    measured here for its shapes), 0 for a step that trains nothing."""
+    steps_per_epoch = math.ceil(examples / batch_size)
+    found = []
+    for method, options, given, made in trained_steps(candidate, teacher):
+        recipe = training_recipe(method, options, given)
+        seconds = probes.step_seconds(made, given, method, options, precision, batch_size) if recipe else 0.0
+        found.append(sum(stage.epochs for stage in recipe.stages) * steps_per_epoch * seconds if recipe else 0.0)
+    return found
+
+
+def least_training(found: list[Candidate], teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
+                   examples: int) -> tuple[float, str] | None:
+    """The estimated seconds and the text of the cheapest first step that trains, over every candidate (what one
+    full training costs at least); None when nothing trains."""
+    firsts = {str(c.pipeline.steps[0]): Candidate(Pipeline(c.pipeline.steps[:1]), trained_steps(c, teacher)[0][3])
+              for c in found}
+    costs = [(step_estimates(first, teacher, probes, precision, batch_size, examples)[0] * EVAL_SHARE, first.text)
+             for first in firsts.values()]
+    costs = [cost for cost in costs if cost[0] > 0]
+    return min(costs) if costs else None
+
+
+# --- the candidates' state ---------------------------------------------------------------------------
+
+
+@dataclass
+class State:
+    """A candidate and what the search knows of it."""
+
+    candidate: Candidate
+    record: CandidateRecord
+    kind: str                      # how its last step runs models (structures of one kind are fitted together)
+    timed: Timed | None = None
+
+
+def _kind(candidate: Candidate) -> str:
+    last = candidate.methods[-1]
+    return str(candidate.pipeline.steps[-1]) if isinstance(last, Transform) and last.probe else "torch"
+
+
+class SpeedFit:
+    """Per kind: speed ~ a + b * FLOPs, least squares over the structures timed so far, less the most it has
+    overestimated one of them (so an untimed structure is timed before the walk passes it over); orders the untimed
+    ones."""
+
+    def __init__(self) -> None:
+        self.points: dict[str, list[tuple[float, float]]] = {}
+
+    def add(self, kind: str, flops: float, value: float) -> None:
+        self.points.setdefault(kind, []).append((flops, value))
+
+    def estimate(self, kind: str, flops: float) -> float | None:
+        points = self.points.get(kind, [])
+        if len({x for x, _ in points}) < 2:
+            return None
+        x, y = np.array(points).T
+        slope, intercept = np.polyfit(x, y, 1)
+        over = max(0.0, float(np.max(intercept + slope * x - y)))
+        return float(max(intercept + slope * flops - over, 0.5 * min(y)))
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A trained step's dev retention with its paired interval, against the bar."""
+
+    accuracy: float
+    retention: float
+    low: float
+    high: float
+
+    def below(self, min_retention: float) -> bool:
+        return self.high < min_retention
+
+
+class Walk:
+    """The walk over the candidates, then the finals (see :mod:`compress.search.search`)."""
+
+    def __init__(self, config: Any, space: Space, found: list[Candidate], probes: Probes, record: SearchRecord,
+                 clock: Clock, out: Path, task: Any, say: Callable[[str], None], show_progress: bool,
+                 precision: str, teacher: EncoderConfig, compare_config: CompareConfig) -> None:
+        self.config, self.space, self.probes, self.record, self.clock = config, space, probes, record, clock
+        self.out, self.task, self.say, self.show_progress = out, task, say, show_progress
+        self.precision, self.teacher, self.compare_config = precision, teacher, compare_config
+        self.states = []
+        resumed = {c.text: c for c in record.candidates}   # what an interrupted run of this search found
+        for candidate in found:
+            size = footprint(candidate, probes.seq_len)
+            self.states.append(State(candidate, resumed.get(candidate.text) or CandidateRecord(
+                candidate.text, size.params, size.size_bytes, size.flops, candidate.trains), _kind(candidate)))
+        record.candidates = [s.record for s in self.states]
+        self.fit = SpeedFit()
+        # By kind, the backends that were fastest on one of its structures: the least and the most costly structure
+        # of a kind are timed on every backend, the others only on those.
+        self.winners: dict[str, set[str]] = {}
+        self.kept: list[State] = []
+        self.failed: list[Candidate] = []        # the steps (pipelines) that missed the bar
+        self.runs: dict[str, tuple[Path, RunRecord]] = {}   # by pipeline text, first seed
+        self.complete: set[tuple[str, int]] = set()   # (run, seed) found complete in the directory
+        self.trained = max((s.record.order or 0 for s in self.states), default=0)
+        # By method, from its runs trained here: a run's seconds over its estimated training steps, and the seconds
+        # of a run that trains nothing.
+        self.factor: dict[str, float] = {}
+        self.untrained: dict[str, float] = {}
+
+    @property
+    def examples(self) -> int:
+        return len(self.task.splits["train"])
+
+    # -- the teacher and the bar ----------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """The fine-tuned teacher (cached), its dev predictions (cached), and the bar."""
+        with self.clock.on("teacher"):
+            self.finetuned = finetune_teacher(self.config.teacher, self.task, self.config.teacher_finetune,
+                                              device=self.config.device, show_progress=self.show_progress)
+            self.data = tokenized_for(self.finetuned, self.task)
+            self.vocab = load_tokenizer(str(self.finetuned.directory)).get_vocab()
+            logits = teacher_logits(self.finetuned.load().model, self.data, "dev", self.finetuned.record["fingerprint"],
+                                    torch.device("cpu"), show_progress=False)
+        self.teacher_dev = Predictions.of(logits, self.data.splits["dev"]["labels"])
+        accuracy = teacher_interval(self.teacher_dev)
+        self.record.teacher_dev_accuracy = accuracy["estimate"]
+        self.bar = self.config.min_retention * accuracy["estimate"]
+        self.record.bar = self.bar
+        # A stage stops once its dev accuracy cannot reach the bar less the interval's reach: what a candidate's
+        # interval could still carry to the bar (the teacher's own half-width, wider than a paired one).
+        self.stop_below = self.bar - (accuracy["high"] - accuracy["low"]) / 2
+
+    # -- objective ------------------------------------------------------------------------------
+
+    def objective(self, state: State) -> float | None:
+        """Less is better; None while a speed objective has neither a measurement nor a fit for it."""
+        if self.config.minimize == "size":
+            return float(state.record.size_bytes)
+        if state.timed is not None:
+            return state.timed.objective(self.config.minimize)
+        return self.fit.estimate(state.kind, state.record.flops)
+
+    def time_structure(self, state: State, every_backend: bool = False) -> None:
+        with self.clock.on("speed probes"):
+            start = time.perf_counter()
+            state.timed = self.probes.time(state.candidate, self.teacher, self.config.minimize,
+                                           None if every_backend else self.winners.get(state.kind))
+            state.record.seconds += time.perf_counter() - start
+        state.record.latency_ms, state.record.throughput = state.timed.latency_ms, state.timed.throughput
+        state.record.backend, state.record.fidelity = state.timed.backend, "timed"
+        state.record.objective = state.timed.objective(self.config.minimize)
+        self.fit.add(state.kind, state.record.flops, state.record.objective)
+        self.winners.setdefault(state.kind, set()).add(state.timed.backend)
+
+    def _seed_fits(self) -> None:
+        """Time the structures every kind's fit starts from: its least and its most costly (by FLOPs)."""
+        by_kind: dict[str, list[State]] = {}
+        for state in self.states:
+            by_kind.setdefault(state.kind, []).append(state)
+        for states in by_kind.values():
+            ends = (min(states, key=lambda s: s.record.flops), max(states, key=lambda s: s.record.flops))
+            for state in {id(s): s for s in ends}.values():
+                self.time_structure(state, every_backend=True)
+
+    # -- the walk -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.say(f"search: {len(self.states)} candidates, minimize {self.config.minimize} keeping "
+                 f"{self.config.min_retention:.0%} of the teacher's dev accuracy, budget "
+                 f"{format_seconds(self.config.budget_s)}")
+        self.prepare()
+        if self.config.minimize == "size":
+            for state in self.states:
+                state.record.objective = float(state.record.size_bytes)
+        else:
+            self._seed_fits()
+        # By objective, then (a tie: one structure with or without a pruned vocabulary) the shorter pipeline.
+        heap: list[tuple[float, int, int]] = []
+        for index, state in enumerate(self.states):
+            key = self.objective(state)
+            heapq.heappush(heap, (math.inf if key is None else key, len(state.candidate.methods), index))
+        while heap:
+            key, steps, index = heapq.heappop(heap)
+            state = self.states[index]
+            enough = self.enough()
+            if enough is not None and key >= (self.objective(enough) or math.inf):
+                self._not_reached(heap + [(key, steps, index)], enough)
+                break
+            if (reason := self.ruled_out(state)) is not None:   # before timing it: no need to know its speed
+                state.record.status, state.record.reason = "ruled out", reason
+                continue
+            if self.config.minimize != "size" and state.timed is None:
+                self.time_structure(state)
+                heapq.heappush(heap, (self.objective(state) or math.inf, steps, index))
+                continue
+            try:
+                self.consider(state)
+            except CompressError as e:   # a candidate its steps cannot make (a shape a step refuses): the next one
+                state.record.status, state.record.reason = "failed", str(e)
+                self.say(f"    failed: {e}")
+            self.save()
+
+    def enough(self) -> State | None:
+        """The last of the ``finalists`` best kept candidates, once that many are kept: anything worse is not needed."""
+        kept = sorted(self.kept, key=lambda s: self.objective(s) or math.inf)
+        return kept[self.config.finalists - 1] if len(kept) >= self.config.finalists else None
+
+    def _not_reached(self, heap: list[tuple[float, int, int]], enough: State) -> None:
+        what = "larger" if self.config.minimize == "size" else "slower"
+        for _, _, index in heap:
+            state = self.states[index]
+            if state.record.status == "not reached":
+                measured = "measured" if state.timed or self.config.minimize == "size" else "estimated"
+                state.record.reason = f"{measured} {what} than {enough.candidate.text}, the finals' last candidate"
+
+    def ruled_out(self, state: State) -> str | None:
+        """Why ``state`` cannot meet the bar without training it, or None."""
+        for failed in self.failed:   # a step that missed it: its own pipelines, and whatever compresses more
+            if compresses_at_least(state.candidate, failed, self.space):
+                return f"it compresses at least as much as {failed.text}, which missed the bar"
+        for kept in self.kept:   # no better, and (by the same rule) no more accurate: nothing to learn from it
+            if compresses_at_least(state.candidate, kept.candidate, self.space) and \
+                    (self.objective(state) or math.inf) >= (self.objective(kept) or math.inf):
+                return f"it compresses at least as much as {kept.candidate.text}, kept, and is no better"
+        return None
+
+    def consider(self, state: State) -> None:
+        """Leave ``state`` for want of budget, or train it (the first seed, step by step)."""
+        estimate = self.missing([state.candidate], self.config.seeds[:1])
+        reserve = self.finals_estimate(state)
+        left = self.config.budget_s - self.clock.spent
+        if estimate + reserve > left:
+            state.record.reason = (f"its training (about {format_seconds(estimate)}) and the finals (about "
+                                   f"{format_seconds(reserve)}) did not fit the {format_seconds(left)} left")
+            return
+        if state.record.order is None:   # a candidate an interrupted run of this search took keeps its place
+            self.trained += 1
+            state.record.order = self.trained
+        best = min(self.kept, key=lambda s: self.objective(s) or math.inf) if self.kept else None
+        settled = sum(s.record.status != "not reached" for s in self.states)
+        self.say(f"[{state.record.order}] {state.candidate.text}: {self._shown(state)}, about "
+                 f"{format_seconds(estimate)} to train; {settled} of {len(self.states)} candidates settled, "
+                 f"{format_seconds(left)} of the budget left; best kept so far: "
+                 f"{best.candidate.text if best else 'none'}")
+        self.train(state)
+
+    def _shown(self, state: State) -> str:
+        value = self.objective(state)
+        if value is None:
+            return "?"
+        return f"{value / 1e6:.2f} MB" if self.config.minimize == "size" else f"{value:.3f} ms"
+
+    def steps(self, candidate: Candidate) -> list[float]:
+        with self.clock.on("step timing"):
+            return step_estimates(candidate, self.teacher, self.probes, self.precision, self.config.batch_size,
+                                  self.examples)
+
+    def step_costs(self, candidate: Candidate) -> list[float]:
+        """Seconds to make each step of ``candidate``: a trained step at its timed training steps scaled as this
+        method's runs here were, an untrained one as long as its last run here."""
+        return [seconds * self.factor.get(method.name, EVAL_SHARE) if seconds else
+                self.untrained.get(method.name, UNTRAINED_RUN_S)
+                for method, seconds in zip(candidate.methods, self.steps(candidate))]
+
+    def missing(self, candidates: list[Candidate], seeds: list[int]) -> float:
+        """Seconds to make the runs of ``candidates`` with ``seeds`` that the directory does not hold complete yet
+        (a step they share counted once)."""
+        costs: dict[tuple[str, int], float] = {}
+        for candidate in candidates:
+            per_step = self.step_costs(candidate)
+            for step in plan_seeds(plan_runs([candidate.text]), seeds):
+                key = (step.planned.name, step.seed)
+                if key in costs or key in self.complete:
+                    continue
+                run_dir = run_dir_of(self.out, step.planned.name, step.seed)
+                parent, _, seed = (step.parent or "").rpartition("@")
+                target = str(run_dir_of(self.out, parent, int(seed))) if step.parent else "teacher"
+                config = run_config(replace(self.compare_config, stop_below=self.stop_below), step.planned, target,
+                                    run_dir, step.seed)
+                if completed_run(run_dir, config, self.task.fingerprint) is not None:
+                    self.complete.add(key)
+                else:
+                    costs[key] = per_step[len(step.planned.steps) - 1]
+        return sum(costs.values())
+
+    def finals_estimate(self, state: State) -> float:
+        """The finals' training if ``state`` were kept: the other seeds of the finalists it would be among, and the
+        reference's runs not made yet."""
+        kept = sorted([*self.kept, state], key=lambda s: self.objective(s) or math.inf)[:self.config.finalists]
+        finalists = [s.candidate for s in kept]
+        against = next((s for s in self.states if s.candidate.text == self.config.against), None)
+        total = self.missing(finalists, self.config.seeds[1:])
+        return total + (self.missing([against.candidate], self.config.seeds) if against is not None else 0.0)
+
+    def train(self, state: State) -> None:
+        """Train ``state``'s steps on the first seed (reusing finished ones), each stopped below the bar, and screen
+        each step's dev retention."""
+        start = time.perf_counter()
+        seed = self.config.seeds[0]
+        config = replace(self.compare_config, seeds=[seed], out=str(self.out), stop_below=self.stop_below)
+        estimates = self.steps(state.candidate)
+        parent: tuple[Path, RunRecord, bool] | None = None
+        for step in plan_seeds(plan_runs([state.candidate.text]), [seed]):
+            name = step.planned.name
+            if name not in self.runs:
+                before = time.perf_counter()
+                run_dir, record, reused = _run_or_reuse(config, step, self.out, parent, self.task.fingerprint,
+                                                        self.show_progress)
+                if not reused:
+                    self._account(record, time.perf_counter() - before, step.planned.method.name,
+                                  estimates[len(step.planned.steps) - 1])
+                self.runs[name] = (run_dir, record)
+            run_dir, record = self.runs[name]
+            parent = (run_dir, record, True)
+            screen = self.screen(run_dir, record)
+            self._show(state, run_dir, screen)
+            if stopped_by_bar(record) or screen.below(self.config.min_retention):
+                state.record.fidelity = "partial" if stopped_by_bar(record) else "full"
+                state.record.status = "below"
+                said = [w for s in record.stages for w in s.get("warnings", []) if "cannot reach" in w]
+                state.record.reason = f"{name} stopped: {said[-1]}" if said else \
+                    f"{name} kept {screen.retention:.1%} of the teacher's dev accuracy ({screen.low:.1%} to " \
+                    f"{screen.high:.1%}), below {self.config.min_retention:.0%}"
+                self.failed.append(Candidate(Pipeline(tuple(state.candidate.pipeline.steps[:len(step.planned.steps)])),
+                                             state.candidate.shape))
+                break
+        else:
+            state.record.fidelity, state.record.status = "full", "kept"
+            state.record.reason = (f"dev retention {screen.retention:.1%} ({screen.low:.1%} to {screen.high:.1%}) "
+                                   f"cannot be told below {self.config.min_retention:.0%}")
+            # Its objective stays its structure's, like every candidate's it is ordered against; the finals time
+            # the trained models themselves.
+            self.kept.append(state)
+        state.record.seconds += time.perf_counter() - start
+        self.say(f"    {state.record.status}: {state.record.reason}")
+
+    def _show(self, state: State, run_dir: Path, screen: Screen) -> None:
+        state.record.run_dir, state.record.dev_accuracy = str(run_dir), screen.accuracy
+        state.record.dev_retention, state.record.dev_interval = screen.retention, [screen.low, screen.high]
+
+    def _account(self, record: RunRecord, spent: float, method: str, estimated: float) -> None:
+        """A run trained here: its time by what it went to, and what it teaches the estimates of its method's."""
+        trained = sum(s.get("seconds", 0.0) for s in record.stages)
+        self.clock.seconds["training"] += trained
+        self.clock.seconds["evaluation and timing"] += max(0.0, spent - trained)
+        if estimated and not stopped_by_bar(record):
+            self.factor[method] = spent / estimated
+        elif not estimated:
+            self.untrained[method] = spent
+
+    def dev_predictions(self, run_dir: Path, record: RunRecord) -> Predictions:
+        """The run's dev predictions: kept by the run, or (a run made before runs kept them) made now."""
+        if record.dev_predictions is not None:
+            return load_predictions(run_dir, record.dev_predictions, "dev")
+        with self.clock.on("evaluation and timing"):
+            predictor = _predictor(record, run_dir, self.probes.speed.threads, self.vocab)
+            size = 1 if record.quantized else 128   # quantized models are scored a sentence at a time, as runs do
+            return Predictions.of(*predict_batches(predictor, self.data.dataloader("dev", batch_size=size)))
+
+    def screen(self, run_dir: Path, record: RunRecord) -> Screen:
+        """The run's dev accuracy and its retention of the teacher's, with the paired interval."""
+        predictions = self.dev_predictions(run_dir, record)
+        if not np.array_equal(predictions.labels, self.teacher_dev.labels):
+            raise CompressError(f"the dev predictions of {run_dir} are not of the teacher's dev sentences; run it "
+                                "again.")
+        accuracy, retention = method_intervals(predictions.correct[None], self.teacher_dev)
+        return Screen(accuracy["estimate"], retention["estimate"], retention["low"], retention["high"])
+
+    def save(self) -> None:
+        self.record.spent_s = self.clock.spent
+        self.record.seconds = {k: round(v, 1) for k, v in self.clock.seconds.items()}
+        write_record(self.record, self.out)
+
+    # -- the finals -----------------------------------------------------------------------------
+
+    def finals(self) -> None:
+        """The kept candidates (the best ``finalists``) and the reference with every seed, compared in one process;
+        the chosen one is the best by the finals' own measurement of those whose dev retention over every seed meets
+        the bar, or, where none does, of those it cannot be told below (the report says which); the reference counts
+        when it is a candidate of the space."""
+        kept = sorted(self.kept, key=lambda s: self.objective(s) or math.inf)[:self.config.finalists]
+        if not kept:
+            self.record.notes.append("No candidate's dev retention reached the bar within the budget: nothing was "
+                                     "chosen.")
+            return
+        methods = [s.candidate.text for s in kept]
+        if self.config.against and self.config.against not in methods:
+            methods.append(self.config.against)
+        self.say(f"finals: {', '.join(methods)} with seeds {', '.join(map(str, self.config.seeds))}")
+        with self.clock.on("finals"):
+            _, comparison = run_compare(replace(self.compare_config, methods=methods, out=str(self.out)), self.say)
+        rows = {m.method: m for m in comparison.methods}
+        in_space, kept_texts = {s.candidate.text for s in self.states}, {s.candidate.text for s in kept}
+        finals = [self._final(rows[text], "kept" if text in kept_texts else "reference") for text in methods]
+        bar = self.config.min_retention
+        met = [f for f in finals if f.text in in_space and f.dev_retention >= bar]
+        plausible = [f for f in finals if f.text in in_space and f.dev_retention_interval[1] >= bar]
+        if met or plausible:
+            chosen = min(met or plausible, key=self._final_objective)
+            chosen.role = "chosen"
+            self.record.chosen, self.record.chosen_run = chosen.text, chosen.run_dir
+            if not met:
+                self.record.notes.append(
+                    f"No finalist kept {bar:.0%} of the teacher's dev accuracy over every seed; the chosen one kept "
+                    f"{chosen.dev_retention:.1%} ({chosen.dev_retention_interval[0]:.1%} to "
+                    f"{chosen.dev_retention_interval[1]:.1%}): below the bar, within its interval.")
+        else:
+            self.record.notes.append("With every seed, no finalist's dev retention could still reach the bar: "
+                                     "nothing was chosen.")
+        self.record.finals = finals
+        for difference in comparison.differences:
+            if {difference.a, difference.b} <= set(methods):
+                interval = difference.accuracy
+                self.record.differences[f"{difference.a} - {difference.b}"] = [interval["estimate"], interval["low"],
+                                                                               interval["high"]]
+        if self.record.chosen and self.config.against and self.config.against != self.record.chosen:
+            ratio, q1, q3 = ratio_quartiles(rows[self.config.against].latency_rounds_ms,
+                                            rows[self.record.chosen].latency_rounds_ms)
+            self.record.differences[f"speed-up of {self.record.chosen} over {self.config.against}"] = [ratio, q1, q3]
+        for state in self.states:
+            if state.candidate.text in methods:
+                state.record.fidelity = "final"
+                state.record.status = "chosen" if state.candidate.text == self.record.chosen else state.record.status
+
+    def _final_objective(self, final: Final) -> float:
+        return {"latency": -final.speedup, "throughput": -final.throughput_speedup,
+                "size": float(final.size_bytes)}[self.config.minimize]
+
+    def _final(self, row: Any, role: str) -> Final:
+        """One finalist's row: its test numbers from the comparison, its dev retention over every seed."""
+        runs = [(Path(seed.run_dir), read_run_record(Path(seed.run_dir))) for seed in row.per_seed]
+        rows = np.stack([self.dev_predictions(run_dir, record).correct for run_dir, record in runs])
+        _, dev = method_intervals(rows, self.teacher_dev)
+        return Final(text=row.method, role=role, accuracy=row.accuracy, accuracy_interval=_pair(row.accuracy_interval),
+                     retention=row.retention, retention_interval=_pair(row.retention_interval), speedup=row.speedup,
+                     speedup_iqr=list(row.speedup_iqr or [row.speedup, row.speedup]),
+                     throughput_speedup=row.throughput_speedup, size_bytes=row.size_bytes, params=row.params,
+                     latency_ms=row.latency_ms_p50, run_dir=row.run_dir, dev_retention=dev["estimate"],
+                     dev_retention_interval=[dev["low"], dev["high"]])
+
+
+def _pair(interval: Any) -> list[float]:
+    return [interval["low"], interval["high"]] if interval else []

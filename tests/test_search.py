@@ -1,0 +1,272 @@
+"""`compress search`: the space the methods declare (a toy method's range is tried), the schedule's rules, the bar
+that stops training, the refusals before any work, and the real CLI end to end on a tiny teacher: interrupted,
+resumed, and run again without training anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import REPO, assert_refused_before_work, make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+
+from compress.registry import Context, Details, Transform, Transformed, get_method
+from compress.registry import method as registry
+from compress.registry.pipeline import Pipeline, Step
+from compress.search.search import parse_budget
+from compress.search.space import Candidate, Space, candidates, compresses_at_least, declared
+from compress.train_config import TrainConfig
+from compress.training import out_of_reach
+
+TEACHER_ARGS = ["--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "8", "--batch-size", "8",
+                "--threads", "1", "--repeats", "5"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search")
+    teacher = make_tiny_teacher(root / "teacher", layers=2, hidden=32)
+    csv = write_tiny_csv(root / "reviews.csv", copies=8)
+    env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+    return {"root": root, "teacher": teacher, "csv": csv, "env": env,
+            "args": ["--teacher", str(teacher), "--dataset", str(csv), *TEACHER_ARGS]}
+
+
+# --- the space ------------------------------------------------------------------------------------
+
+
+def test_parse_budget_reads_what_people_write():
+    assert parse_budget("90m") == parse_budget("1h30m") == parse_budget("1.5h") == parse_budget("5400s") == 5400
+    assert parse_budget("90") == 5400   # a bare number is minutes
+    with pytest.raises(Exception, match="--budget takes a time"):
+        parse_budget("ninety")
+
+
+def _text(steps: str) -> Candidate:
+    from compress.registry.pipeline import parse
+
+    pipeline = parse(steps)
+    return Candidate(Pipeline(tuple(Step(s.name, get_method(s.name).option_values(dict(s.options)))
+                                    for s in pipeline.steps)), tiny_config())
+
+
+def test_a_candidate_compresses_at_least_as_much_as_another_only_step_by_step_and_value_by_value():
+    space = Space({"distilbert": {"num_layers": (None, 2)}, "prune": {"keep_heads": (0.75, 0.5, 0.25)}, "int8": {}})
+    harsher, milder = _text("distilbert+prune[keep_heads=0.25]+int8"), _text("distilbert+prune")
+    assert compresses_at_least(harsher, milder, space)        # one more step, a harsher value of the same option
+    assert not compresses_at_least(milder, harsher, space)
+    assert compresses_at_least(_text("distilbert[num_layers=2]+prune"), milder, space)   # a shallower student
+    assert compresses_at_least(_text("distilbert+prune"), _text("prune"), space)  # the teacher is the mildest start
+    assert not compresses_at_least(_text("prune+int8"), _text("distilbert+int8"), space)   # the student is missing
+    assert not compresses_at_least(_text("distilbert+int8"), _text("distilbert+prune"), space)   # prune is missing
+
+
+def test_candidates_follow_the_pipeline_rules():
+    """At most one student, first; each transform at most once, in the registry's order; a quantization last;
+    pruning never after low-rank; every searched option at a declared value and the rest at their defaults."""
+    teacher = tiny_config(num_layers=6, num_labels=2)
+    space = declared(teacher, ["distilbert", "prune", "lowrank", "int8", "bf16"])
+    found = candidates(space, teacher, Context())
+    texts = {c.text for c in found}
+    assert "distilbert+prune+lowrank+int8" in texts and "int8" in texts and "distilbert[num_layers=2]" in texts
+    for candidate in found:
+        names = [s.name for s in candidate.pipeline.steps]
+        assert len(names) == len(set(names))
+        assert all(get_method(n).kind == "transform" for n in names[1:])
+        assert sum(n in ("int8", "bf16") for n in names) <= 1 and names[-1] in ("int8", "bf16") or \
+            not {"int8", "bf16"} & set(names)
+        assert "prune" not in names or "lowrank" not in names or names.index("prune") < names.index("lowrank")
+        for step in candidate.pipeline.steps:
+            assert set(step.options) <= set(space.values[step.name])
+    # the shape it carries is the one the steps give: prune keeps its share of the heads in every layer
+    pruned = next(c for c in found if c.text == "distilbert+prune[keep_heads=0.25]")
+    assert pruned.shape.num_layers == 3 and pruned.shape.heads == (1,) * 3
+
+
+@dataclass
+class Scaled(Details):
+    factor: int
+
+
+@dataclass
+class ToyOptions:
+    factor: int = field(default=1, metadata={"help": "a toy's knob.", "search": (1, 2, 3)})
+
+
+def _scale(model, options: ToyOptions, context: Context) -> Transformed:
+    return Transformed(model, Scaled(options.factor))
+
+
+TOY = Transform(
+    name="toy-scale", rank=998, family="testing", label="toy (a test's)", summary="changes nothing, in three ways",
+    options=ToyOptions, why="It changes nothing: {params:.2f}x the parameters of {against}.",
+    explain=lambda teacher, shape, seq_len, options: {}, run_kind="identity", details=Scaled,
+    check=lambda config, options: None, apply=_scale, shape=lambda options, shape, context: shape,
+)
+
+
+def test_a_toy_methods_declared_range_is_searched(tiny, tmp_path, monkeypatch):
+    """A method's options declare the values worth trying; the search enumerates them and trains one, with nothing
+    in the search naming it."""
+    from compress.search.search import SearchConfig, search
+    from compress.teachers.finetune import FinetuneConfig
+
+    monkeypatch.setitem(registry._REGISTRY, "toy-scale", TOY)
+    monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
+    space = declared(tiny_config(), ["toy-scale"])
+    assert space.values == {"toy-scale": {"factor": (1, 2, 3)}}
+    assert [c.text for c in candidates(space, tiny_config(), Context())] == \
+        ["toy-scale", "toy-scale[factor=2]", "toy-scale[factor=3]"]
+    config = SearchConfig(methods=["toy-scale"], teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), seeds=[13],
+                          against=None, finalists=1, threads=1, repeats=5, batch_size=8, out=str(tmp_path / "s"),
+                          teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)))
+    out, record = search(config, show_progress=False)
+    by_text = {c.text: c for c in record.candidates}
+    assert set(by_text) == {"toy-scale", "toy-scale[factor=2]", "toy-scale[factor=3]"}
+    assert record.status == "complete" and record.chosen == "toy-scale"   # one structure: the shortest text first
+    assert by_text["toy-scale"].order == 1 and by_text["toy-scale"].fidelity == "final"
+    assert by_text["toy-scale"].dev_retention == 1.0   # it changes nothing
+    assert json.loads((Path(record.chosen_run) / "metrics.json").read_text())["details"]["factor"] == 1
+
+
+# --- the bar ------------------------------------------------------------------------------------
+
+
+def test_a_stage_stops_once_its_dev_accuracy_cannot_reach_the_bar():
+    config = TrainConfig(epochs=4, stop_below=0.85, gain_per_epoch=0.02)
+    assert out_of_reach(config, [0.70], 1) is not None           # 0.70 + 3 x 0.02 < 0.85
+    assert out_of_reach(config, [0.80], 1) is None               # 0.80 + 3 x 0.02 = 0.86
+    assert out_of_reach(config, [0.70, 0.78], 2) is None         # it gained 0.08 in an epoch: 0.78 + 2 x 0.08
+    assert out_of_reach(config, [0.70, 0.70, 0.70, 0.70], 4) is None   # done: nothing left to stop
+    assert out_of_reach(TrainConfig(epochs=4), [0.1], 1) is None  # no bar
+    assert out_of_reach(TrainConfig(epochs=4, stop_below=0.9, metric="loss"), [0.1], 1) is None
+
+
+def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny, tmp_path, monkeypatch):
+    from compress.runs.compare import CompareConfig, _run_or_reuse, plan_runs, plan_seeds
+    from compress.teachers.finetune import FinetuneConfig
+
+    monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
+    torch.set_num_threads(1)
+    config = CompareConfig(teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), out=str(tmp_path), batch_size=8,
+                           teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)),
+                           stop_below=1.0, threads=1)
+    from compress.data.load import load_task
+
+    task = load_task(str(tiny["csv"]))
+    step = plan_seeds(plan_runs(["distilbert"]), [13])[0]
+    _, record, reused = _run_or_reuse(config, step, tmp_path, None, task.fingerprint, show_progress=False)
+    assert not reused and record.stages[0]["stop_reason"] == "bar" and record.stages[0]["stopped_early"]
+    assert "cannot reach 1.0000" in record.stages[0]["warnings"][-1]
+    _, _, reused = _run_or_reuse(config, step, tmp_path, None, task.fingerprint, show_progress=False)
+    assert reused   # the same bar: the same run
+    without = CompareConfig(**{**config.__dict__, "stop_below": None})
+    _, record, reused = _run_or_reuse(without, step, tmp_path, None, task.fingerprint, show_progress=False)
+    assert not reused and "stop_reason" not in record.stages[0]
+
+
+# --- refusals -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--min-retention", "1.5"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
+    (["--min-retention", "0"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
+    (["--minimize", "energy"], "'energy' is not an objective compress can measure"),
+    (["--budget", "soon"], "--budget takes a time such as 90m"),
+    (["--methods", "distilbert,nope"], "unknown method 'nope'"),
+    (["--batch-size", "1", "--budget", "1s"], "cannot hold one full training of the cheapest candidate"),
+])
+def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
+    out = tmp_path / "s"
+    done = run_cli("search", *tiny["args"], "--methods", "distilbert,int8", *args, "--out", str(out), env=tiny["env"])
+    assert_refused_before_work(done, expected, out)
+    if "--budget" in args and "1s" in args:   # it says which budget would fit, from the step it timed
+        assert "give at least --budget" in done.stderr
+
+
+@pytest.mark.parametrize(("space", "expected"), [
+    ('[nope]\n', "unknown method 'nope'"),
+    ('[prune]\nkeep_everything = [1]\n', "prune has no option 'keep_everything'"),
+    ('[prune]\nkeep_heads = "half"\n', "--keep-heads takes a number, not 'half'"),
+    ('[prune\n', "is not valid TOML"),
+])
+def test_a_bad_space_file_is_one_line_before_any_work(tiny, tmp_path, space, expected):
+    path = tmp_path / "space.toml"
+    path.write_text(space)
+    out = tmp_path / "s"
+    done = run_cli("search", *tiny["args"], "--space", str(path), "--out", str(out), env=tiny["env"])
+    assert_refused_before_work(done, expected, out)
+
+
+# --- end to end ----------------------------------------------------------------------------------
+
+SPACE = '[distilbert]\n[prune]\nkeep_heads = [0.5]\nkeep_ffn = [0.5]\n[int8]\nbackend = "onnxruntime"\n'
+
+
+def _metrics(out: Path) -> dict[str, int]:
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.glob("runs/*/*/metrics.json")}
+
+
+def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(tiny, tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    out = tmp_path / "search"
+    args = ["search", *tiny["args"], "--space", str(space), "--seeds", "2", "--against", "none", "--finalists", "1",
+            "--budget", "20m", "--out", str(out)]
+    # Interrupted once its first run is complete: Ctrl-C keeps that run and search.json.
+    process = subprocess.Popen([sys.executable, "-m", "compress", *args], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **tiny["env"]})
+    first = out / "runs" / "seed-13" / "distilbert" / ".compress.json"
+    try:
+        for _ in range(1200):
+            if first.is_file() or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert first.is_file() and json.loads((out / "search.json").read_text())["status"] == "interrupted"
+    kept = _metrics(out)
+    # The same command resumes: what finished is reused, the rest is trained, and the search completes.
+    done = run_cli(*args, env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "search.json").read_text())
+    assert record["status"] == "complete" and record["chosen"]
+    assert all(_metrics(out)[name] == mtime for name, mtime in kept.items())
+    by_text = {c["text"]: c for c in record["candidates"]}
+    assert len(by_text) == 7 and by_text[record["chosen"]]["fidelity"] == "final"
+    assert {c["fidelity"] for c in record["candidates"]} >= {"shape", "timed", "final"}
+    assert record["spent_s"] > sum(v for k, v in record["seconds"].items() if k != "teacher")
+    chosen = Path(record["chosen_run"])
+    assert (chosen / "metrics.json").is_file() and (chosen / "model" / "model.onnx").is_file()
+    final = next(f for f in record["finals"] if f["role"] == "chosen")
+    assert final["retention_interval"][0] <= final["retention"] <= final["retention_interval"][1]
+    for name in ("search.md", "search.html", "search.png", "comparison.md"):
+        assert (out / name).is_file()
+    markdown = (out / "search.md").read_text()
+    assert record["chosen"] in markdown and "biased upward by the selection" in markdown
+    # Once more: everything is reused, nothing trains, and the verdict is the same.
+    before = _metrics(out)
+    again = run_cli(*args, env=tiny["env"])
+    assert again.returncode == 0, again.stderr
+    assert _metrics(out) == before and json.loads((out / "search.json").read_text())["chosen"] == record["chosen"]
+
+
+def test_the_speed_fit_orders_untimed_structures_by_flops():
+    from compress.search.walk import SpeedFit
+
+    fit = SpeedFit()
+    fit.add("int8", 1e8, 1.0)
+    assert fit.estimate("int8", 5e8) is None   # one structure tells no slope
+    fit.add("int8", 3e8, 2.0)
+    assert fit.estimate("int8", 2e8) == pytest.approx(1.5) and fit.estimate("onnx", 2e8) is None
+    assert fit.estimate("int8", 0) == pytest.approx(0.5)   # never below half the fastest measured
