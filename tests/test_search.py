@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,17 +178,18 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--min-retention", "1.5"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
-    (["--min-retention", "0"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
     (["--minimize", "energy"], "'energy' is not an objective compress can measure"),
-    (["--budget", "soon"], "--budget takes a time such as 90m"),
-    (["--methods", "distilbert,nope"], "unknown method 'nope'"),
     (["--batch-size", "1", "--budget", "1s"], "cannot hold one full training of the cheapest candidate"),
+    (["--space", "{space}"], "prune has no option 'keep_everything'"),
 ])
 def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
+    space = tmp_path / "space.toml"
+    space.write_text("[prune]\nkeep_everything = [1]\n")
     out = tmp_path / "s"
-    done = run_cli("search", *tiny["args"], "--methods", "distilbert,int8", *args, "--out", str(out), env=tiny["env"])
+    done = run_cli("search", *tiny["args"], "--methods", "distilbert,prune", *(a.format(space=space) for a in args),
+                   "--out", str(out), env=tiny["env"])
     assert_refused_before_work(done, expected, out)
-    if "--budget" in args and "1s" in args:   # it says which budget would fit, from the step it timed
+    if "1s" in args:   # it says which budget would fit, from the step it timed
         assert "give at least --budget" in done.stderr
 
 
@@ -196,13 +198,27 @@ def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
     ('[prune]\nkeep_everything = [1]\n', "prune has no option 'keep_everything'"),
     ('[prune]\nkeep_heads = "half"\n', "--keep-heads takes a number, not 'half'"),
     ('[prune\n', "is not valid TOML"),
+    ('{"prune": {"keep_heads": []}}', "prune.keep_heads lists no value"),
 ])
-def test_a_bad_space_file_is_one_line_before_any_work(tiny, tmp_path, space, expected):
-    path = tmp_path / "space.toml"
+def test_a_bad_space_file_is_one_sentence(tmp_path, space, expected):
+    from compress.errors import CompressError
+    from compress.search.space import from_file
+
+    path = tmp_path / ("space.json" if space.startswith("{") else "space.toml")
     path.write_text(space)
-    out = tmp_path / "s"
-    done = run_cli("search", *tiny["args"], "--space", str(path), "--out", str(out), env=tiny["env"])
-    assert_refused_before_work(done, expected, out)
+    with pytest.raises(CompressError, match=re.escape(expected)):
+        from_file(path, tiny_config())
+
+
+def test_a_space_file_narrows_the_declared_values(tmp_path):
+    from compress.search.space import from_file
+
+    path = tmp_path / "space.toml"
+    path.write_text('[distilbert]\n[prune]\nkeep_heads = [0.5, 0.25]\n[int8]\nbackend = "onnxruntime"\n')
+    space = from_file(path, tiny_config(num_layers=6))
+    assert space.values == {"distilbert": {"num_layers": (None, 2)},
+                            "prune": {"keep_heads": (0.5, 0.25), "keep_ffn": (0.75, 0.5, 0.25)},
+                            "int8": {"backend": ("onnxruntime",)}}
 
 
 # --- end to end ----------------------------------------------------------------------------------
@@ -270,3 +286,26 @@ def test_the_speed_fit_orders_untimed_structures_by_flops():
     fit.add("int8", 3e8, 2.0)
     assert fit.estimate("int8", 2e8) == pytest.approx(1.5) and fit.estimate("onnx", 2e8) is None
     assert fit.estimate("int8", 0) == pytest.approx(0.5)   # never below half the fastest measured
+
+
+def test_every_declared_range_goes_from_the_mildest_compression_to_the_harshest():
+    """The search reads a declared range as mildest first (compresses_at_least): along it, the model a step gives
+    never grows."""
+    from compress.models.accounting import count_parameters
+    from compress.registry import StudentMethod, all_methods
+    from compress.search.space import declared_values
+
+    teacher = tiny_config(vocab_size=1000, num_layers=6, embedding_size=256, hidden_size=256, num_heads=4,
+                          ffn_size=512, num_labels=2)
+    checked = 0
+    for method in all_methods():
+        for key, values in declared_values(method, teacher).items():
+            sizes = []
+            for value in values:
+                options = method.make_options({key: value})
+                shape = method.student_config(teacher, options) if isinstance(method, StudentMethod) else \
+                    method.shape(options, teacher, Context())
+                sizes.append(count_parameters(shape).total)
+            assert sizes == sorted(sizes, reverse=True), f"{method.name} --{key}: {values} gives {sizes}"
+            checked += 1
+    assert checked >= 6

@@ -35,7 +35,7 @@ class AlbertOptions:
                 "or last layer; auto: the last for the strict student (the last layer gathers the sentence into "
                 "[CLS]; repeated, a middle layer washes the input out), the average with --rank (measured on MR)."})
     rank: int = field(default=0, metadata={
-        "search": (0, 48),
+        "search": (48, 0),   # mildest compression first: relaxed sharing keeps more parameters than strict
         "help": "relaxed sharing: every layer adds its own rank-r delta to each shared matrix, r (in + out) "
                 "parameters per matrix per layer (0: strict sharing, the paper's ALBERT); a relaxed student trains "
                 "5 epochs instead of 3 (--epochs sets both)."})
