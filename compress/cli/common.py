@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import typer
 from rich.console import Console
 
 from compress.errors import CompressError
@@ -13,6 +14,18 @@ from compress.train_config import FinetuneConfig
 
 console = Console()
 err_console = Console(stderr=True)
+
+# The options `compress compare` and `compress search` share: how speed is measured, the teacher's fine-tuning, where
+# and in what precision the runs train.
+THREADS = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4).")
+SEQ_LEN = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile).")
+REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is reported).")
+TEACHER_EPOCHS = typer.Option(None, help="Epochs of teacher fine-tuning (default 3).")
+TEACHER_LR = typer.Option(None, help="Learning rate of teacher fine-tuning.")
+TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning (default 32).")
+DEVICE = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU).")
+PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: bf16 where the device "
+                                      "computes it natively, else fp32), fp32, bf16 (autocast) or fp16 (CUDA only).")
 
 
 def print_json(obj: Any) -> None:

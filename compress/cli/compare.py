@@ -11,7 +11,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from compress.cli.common import console, err_console, print_json, teacher_finetune
+from compress.cli.common import (
+    DEVICE,
+    PRECISION,
+    REPEATS,
+    SEQ_LEN,
+    TEACHER_BATCH_SIZE,
+    TEACHER_EPOCHS,
+    TEACHER_LR,
+    THREADS,
+    console,
+    err_console,
+    print_json,
+    teacher_finetune,
+)
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -36,16 +49,14 @@ def compare(
     seeds: str | None = typer.Option(None, help="Train every run once per seed: 13,14,15, or a count N (the N seeds "
                                                 "from 13 on); accuracies then come with intervals over seeds and test "
                                                 "sentences together."),
-    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
-    seq_len: int | None = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile)."),
-    repeats: int = typer.Option(30, help="Timed batch-1 calls per model (the median is reported)."),
-    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
-    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
-    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
-    precision: str = typer.Option("auto", help="Precision every run trains in: auto (the default: bf16 where the "
-                                               "device computes it natively, else fp32), fp32, bf16 (autocast) or "
-                                               "fp16 (CUDA only)."),
+    threads: int | None = THREADS,
+    seq_len: int | None = SEQ_LEN,
+    repeats: int = REPEATS,
+    teacher_epochs: int | None = TEACHER_EPOCHS,
+    teacher_lr: float | None = TEACHER_LR,
+    teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
+    device: str = DEVICE,
+    precision: str = PRECISION,
     executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
                                                 "speed is still measured here, in one process)."),
     address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),

@@ -8,7 +8,20 @@ import sys
 import typer
 from rich.markup import escape
 
-from compress.cli.common import console, err_console, print_json, teacher_finetune
+from compress.cli.common import (
+    DEVICE,
+    PRECISION,
+    REPEATS,
+    SEQ_LEN,
+    TEACHER_BATCH_SIZE,
+    TEACHER_EPOCHS,
+    TEACHER_LR,
+    THREADS,
+    console,
+    err_console,
+    print_json,
+    teacher_finetune,
+)
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -35,14 +48,14 @@ def search(
     out: str | None = typer.Option(None, help="Search directory (default: runs/search-TEACHER-DATASET); also a "
                                               "comparison directory, so compress compare --out reuses its runs."),
     batch_size: int = typer.Option(32, help="Training batch size."),
-    threads: int | None = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4)."),
-    seq_len: int | None = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile)."),
-    repeats: int = typer.Option(30, help="Timed batch-1 calls per model (the median is reported)."),
-    teacher_epochs: int | None = typer.Option(None, help="Epochs of teacher fine-tuning (default 3)."),
-    teacher_lr: float | None = typer.Option(None, help="Learning rate of teacher fine-tuning."),
-    teacher_batch_size: int | None = typer.Option(None, help="Batch size of teacher fine-tuning (default 32)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU)."),
-    precision: str = typer.Option("auto", help="Precision every run trains in: auto, fp32, bf16 or fp16 (CUDA)."),
+    threads: int | None = THREADS,
+    seq_len: int | None = SEQ_LEN,
+    repeats: int = REPEATS,
+    teacher_epochs: int | None = TEACHER_EPOCHS,
+    teacher_lr: float | None = TEACHER_LR,
+    teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
+    device: str = DEVICE,
+    precision: str = PRECISION,
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
     """Find the fastest (or smallest) model that keeps --min-retention of the teacher's accuracy: candidates across
