@@ -11,8 +11,9 @@ from typing import TypedDict
 
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
 PRECISION_NAMES = ("fp32", "bf16", "fp16")
-# What a run may ask for: a precision, or ``auto`` (bf16 where the device computes it natively, else fp32), which
-# a run resolves before anything else (compress.training.resolve_precision), so its record holds the one it used.
+# What a run may ask for: a precision, or ``auto``: on a device that computes bf16 natively, each training stage
+# times a few steps of its own model in fp32 and bf16 and trains in the faster (compress.step_precision); elsewhere
+# fp32. A stage's record holds the precision it trained in and, when it measured, both step times.
 PRECISION_CHOICES = ("auto", *PRECISION_NAMES)
 DEFAULT_EVERY = 500   # steps between checkpoints of unfinished training, besides every epoch end
 DEFAULT_SEED = 13     # every run's, and the first of a comparison's seeds
@@ -37,7 +38,7 @@ class TrainConfig:
     eval_batch_size: int = 128
     metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
     layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
-    precision: str = "fp32"          # fp32, or bf16 / fp16 autocast for the forward pass (see PRECISION_NAMES)
+    precision: str = "fp32"          # fp32, bf16 / fp16 autocast for the forward pass, or auto (measured per stage)
     stop_below: float | None = None  # stop once the dev metric cannot reach this in the epochs left (a search's bar)
     gain_per_epoch: float = BAR_GAIN_PER_EPOCH  # what an epoch left may add at most, unless this stage gained more
 
@@ -53,8 +54,8 @@ class TrainConfig:
             raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
         if self.metric not in ("accuracy", "macro_f1", "loss"):
             raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
-        if self.precision not in PRECISION_NAMES:
-            raise ValueError(f"precision must be one of {', '.join(PRECISION_NAMES)}, got {self.precision!r}.")
+        if self.precision not in PRECISION_CHOICES:
+            raise ValueError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got {self.precision!r}.")
 
 
 @dataclass
@@ -79,6 +80,8 @@ class StageRecord(TypedDict, total=False):
     seconds: float
     stopped_early: bool
     stop_reason: str              # why it stopped early: "patience", or "bar" (it could not reach stop_below)
+    precision: str                # what it trained in (auto resolved: see compress.step_precision)
+    step_ms: dict[str, float]     # under auto, the median training step in each precision it timed
     warnings: list[str]
 
 

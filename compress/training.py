@@ -10,6 +10,7 @@ gold labels. The loop knows no loss of its own, so :mod:`compress.distill` build
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -31,6 +32,7 @@ from compress.metrics import Metrics, classification_metrics
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
+from compress.step_precision import TIMED_STEPS, choose_precision, shape_key
 from compress.train_config import PRECISION_NAMES, TrainConfig
 
 Batch = dict[str, torch.Tensor]
@@ -69,12 +71,20 @@ def native_bf16(device: str) -> bool:
 
 
 def resolve_precision(precision: str, device: str) -> str:
-    """The precision a run trains in: ``auto`` is bf16 autocast where ``device`` computes bf16 natively (a
-    training step of the students measured 2.1-2.4x faster than fp32 on an AVX-512 BF16 EPYC,
-    benchmarks/training_speed.py), else fp32; any other name is itself."""
+    """The precision of forward passes that are not timed first (a teacher's fine-tuning, pruning's scoring):
+    ``auto`` is bf16 autocast where ``device`` computes bf16 natively, else fp32; any other name is itself."""
     if precision != "auto":
         return precision
     return "bf16" if native_bf16(device) else "fp32"
+
+
+def run_precision(precision: str, device: str) -> str:
+    """What a run records it asked for: ``auto`` stays ``auto`` where ``device`` computes bf16 natively (each
+    training stage then times both and trains in the faster: :mod:`compress.step_precision`) and is fp32 where
+    bf16 would be emulated (16x slower); any other name is itself."""
+    if precision != "auto":
+        return precision
+    return "auto" if native_bf16(device) else "fp32"
 
 
 def check_precision(precision: str, device: torch.device) -> None:
@@ -94,6 +104,8 @@ class StageResult:
     seconds: float = 0.0
     stopped_early: bool = False
     stop_reason: str | None = None     # "patience" or "bar" (see TrainConfig.stop_below) when it stopped early
+    precision: str = "fp32"            # what it trained in (auto resolved)
+    step_ms: dict[str, float] | None = None   # under auto: the median step it timed in each precision
     warnings: list[str] = field(default_factory=list)
 
 
@@ -138,6 +150,36 @@ def predict(model: Encoder, batches: Iterable[Batch], device: torch.device,
         order = torch.cat([p[2] for p in ordered]).argsort()   # type: ignore[misc]
         logits, labels = logits[order], labels[order]
     return logits, labels
+
+
+def _measured_precision(model: Encoder, loss_fn: LossFn, train_batches: Callable[[int], Iterable[Batch]],
+                        extra: list[nn.Parameter], name: str,
+                        device: torch.device) -> tuple[str, dict[str, float] | None]:
+    """The precision ``auto`` trains this stage in, timed on its first training batches (or read from the
+    cache: :func:`compress.step_precision.choose_precision`). The model, its gradients and the random
+    generators are left as they were, so a run trains the same whether it timed or read the choice."""
+    state = rng_state()
+    w = world()
+    batches = [to_device(local_slice(batch, w), device)
+               for batch in itertools.islice(train_batches(0), 1 + TIMED_STEPS)]
+    trained = [p for p in [*model.parameters(), *extra] if p.requires_grad]
+
+    def step(precision: str, batch: Batch) -> None:
+        with autocast(precision, device):
+            loss, _ = loss_fn(model, batch)
+        loss.backward()
+        for p in trained:
+            p.grad = None
+
+    if not batches:
+        return "fp32", None
+    model.train()
+    try:
+        key = {"stage": name, "shapes": shape_key(model, loss_fn), "batch_size": len(batches[0]["input_ids"])}
+        choice = choose_precision(step, batches, device, key)
+    finally:
+        set_rng_state(state)
+    return choice.precision, choice.step_ms
 
 
 def out_of_reach(config: TrainConfig, scores: list[float], epochs_done: int) -> str | None:
@@ -273,17 +315,23 @@ def train_stage(
     model.to(device)
     extra = extra_parameters or []
     w = world()
+    restored = checkpoints.restored if checkpoints else None
+    if restored is not None and "precision" in restored["result"]:   # what it began in, timed or not
+        precision, step_ms = restored["result"]["precision"], restored["result"]["step_ms"]
+    elif config.precision == "auto":
+        precision, step_ms = _measured_precision(model, loss_fn, train_batches, extra, name, device)
+    else:
+        precision, step_ms = config.precision, None
     steps_per_epoch = len(train_batches(0))  # type: ignore[arg-type]
     total = steps_per_epoch * config.epochs
     optimizer = _optimizer(model, extra, config)
     parameters = [p for g in optimizer.param_groups for p in g["params"]]
     same_start(parameters)
     scheduler = _schedule(optimizer, total, config.warmup_ratio)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
-    result = StageResult()
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    result = StageResult(precision=precision, step_ms=step_ms)
     best_score, best_state, bad_epochs = -math.inf, None, 0
     first_epoch, skip, step, before = 0, 0, 0, 0.0
-    restored = checkpoints.restored if checkpoints else None
     if restored is not None:
         model.load_state_dict(restored["model"])
         for p, saved in zip(extra, restored["extra"]):
@@ -333,7 +381,7 @@ def train_stage(
                 if size < w.size:  # too few examples to give every rank one: skipped by all ranks alike
                     continue
                 batch = to_device(local_slice(batch, w), device)
-                with autocast(config.precision, device):
+                with autocast(precision, device):
                     loss, parts = loss_fn(model, batch)
                 optimizer.zero_grad(set_to_none=True)
                 # Each rank's loss is a mean over its slice; weighted by the slice's share of the global

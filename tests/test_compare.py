@@ -14,10 +14,10 @@ from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 from compress.bench.machine import cpu_features
 from compress.quantize.torch_backend import half_available
 from compress.registry import all_methods, names
-from compress.reports.comparison import REQUIRED_METHOD_FIELDS
+from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase
 from compress.reports.records import Comparison
 from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs, run_dir_of
-from compress.training import resolve_precision
+from compress.training import run_precision
 
 # Every run of the default set: its methods and pipelines with each intermediate step (distilbert+prune).
 DEFAULT_RUNS = [run.name for run in plan_runs(default_methods())]
@@ -75,8 +75,9 @@ def test_comparison_has_every_method_with_every_field(compared):
     # What every run trained in, resolved on this CPU as the runs resolved it, and said in the report.
     trained_in = {json.loads((run_dir_of(compared["out"], m["method"], 13) / "config.json").read_text())["run"]
                   ["precision"] for m in data["methods"]}
-    assert trained_in == {data["precision"]} == {resolve_precision(CompareConfig().precision, "auto")}
-    assert f"students trained in {data['precision']}" in (compared["out"] / "comparison.md").read_text()
+    assert trained_in == {data["precision"]} == {run_precision(CompareConfig().precision, "auto")}
+    phrase = precision_phrase(data["precision"])
+    assert f"students trained in {phrase}" in (compared["out"] / "comparison.md").read_text()
     # One teacher, one accuracy: its cached test logits (the intervals' source) score it as its fine-tuning did.
     assert teacher["accuracy"] == metrics["teacher"]["accuracy"] and teacher["macro_f1"] == metrics["teacher"]["macro_f1"]
     by_name = {m["method"]: m for m in data["methods"]}

@@ -13,7 +13,7 @@ from compress.models.checkpoints import load_encoder
 from compress.ownership import MARKER
 from compress.predictions import FILES, PREDICTIONS_FILE, load_predictions
 from compress.registry import all_methods, families, names
-from compress.training import resolve_precision
+from compress.training import run_precision
 
 COMMON = ("--epochs", "2", "--batch-size", "8", "--lr", "1e-3",
           "--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8")
@@ -83,7 +83,9 @@ def test_run_writes_a_complete_run_directory(tiny, method):
 
     config = json.loads((out / "config.json").read_text())
     assert config["run"]["method"] == method and config["recipe"]["method"] == method
-    assert config["run"]["precision"] == resolve_precision("auto", "auto")   # the default, as this CPU resolves it
+    assert config["run"]["precision"] == run_precision("auto", "auto")   # the default, as this CPU resolves it
+    for stage in metrics["stages"]:   # what each stage trained in; timed under auto, fp32 where bf16 is emulated
+        assert stage["precision"] in ("fp32", "bf16") and ("step_ms" in stage) == (config["run"]["precision"] == "auto")
     steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert any(r.get("event") == "dev" for r in steps) and all("stage" in r for r in steps)
     assert "Retention" in (out / "report.md").read_text()

@@ -53,4 +53,6 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     )
     return StageRecord(stage=stage.name, best_epoch=result.best_epoch, best_dev=result.best_dev,
                        seconds=round(result.seconds, 1), stopped_early=result.stopped_early,
-                       **({"stop_reason": result.stop_reason} if result.stop_reason else {}), warnings=result.warnings)
+                       **({"stop_reason": result.stop_reason} if result.stop_reason else {}),
+                       precision=result.precision, **({"step_ms": result.step_ms} if result.step_ms else {}),
+                       warnings=result.warnings)

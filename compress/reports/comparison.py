@@ -206,7 +206,7 @@ def _context_line(comparison: ShownComparison) -> list[str]:
     if context.threads is not None:
         parts.append(f"{context.threads} threads")
     if context.precision:
-        parts.append(f"students trained in {context.precision}")
+        parts.append(f"students trained in {precision_phrase(context.precision)}")
     if context.other_cpus is not None and context.other_cpus > BUSY_THRESHOLD:
         parts.append(f"other processes kept {context.other_cpus:.1f} CPUs busy while speed was measured (timings "
                      "inflated, speed-ups understated)")
@@ -350,6 +350,11 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise CompressError(f"{path} is not valid JSON ({error}); re-run `compress compare` to rewrite it.") from None
 
 
+def precision_phrase(precision: str) -> str:
+    """How a report names what the students trained in: ``auto`` is a choice each training stage measured."""
+    return "the faster of fp32 and bf16, timed per stage (auto)" if precision == "auto" else precision
+
+
 def _cpu_phrase(comparison: dict[str, Any]) -> str:
     """The CPU a comparison ran on, with the vector and matrix units that decide what runs fast there."""
     cpu = (comparison.get("manifest") or {}).get("cpu") or {}
@@ -369,7 +374,7 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if (threads := shown.context.threads) is not None:
         made += f", timed with {threads} thread{'' if threads == 1 else 's'}"
     if shown.context.precision:
-        made += f", students trained in {_md(shown.context.precision)}"
+        made += f", students trained in {_md(precision_phrase(shown.context.precision))}"
     if shown.context.created:
         made += f", {_md(shown.context.created)}"
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]

@@ -362,7 +362,7 @@ class Comparison:
     seeds: list[int] = field(default_factory=list)          # the training seeds of every seeded run
     intervals: IntervalSettings | None = None
     differences: list[Difference] = field(default_factory=list)   # every two methods' accuracies, paired
-    precision: str | None = None          # what every run trained in, as resolved here (never auto; None: older)
+    precision: str | None = None          # what every run asked for, as resolved here (auto: measured per stage)
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from compress.reports.records import DatasetRecord, ModelRecord, RunRecord, Save
 
 if TYPE_CHECKING:
     from compress.teachers.finetune import FinetuneRecord
+    from compress.train_config import StageRecord
 
 
 def weights_bytes(directory: Path) -> int:
@@ -153,13 +154,24 @@ def _chain_lines(record: RunRecord) -> list[str]:
     return lines
 
 
+def _precision(stage: StageRecord) -> str:
+    """Where a stage recorded it: the precision it trained in and, when auto timed it, each step time."""
+    if "precision" not in stage:
+        return ""
+    timed = stage.get("step_ms")
+    if not timed:
+        return f", {stage['precision']}"
+    steps = ", ".join(f"{name} {ms:.0f} ms" for name, ms in timed.items())
+    return f", {stage['precision']} (a training step timed {steps})"
+
+
 def _training_lines(record: RunRecord, config: SavedConfig) -> list[str]:
     lines = ["## Training", ""] if record.stages else []
     for stage, spec in zip(record.stages, config.get("recipe", {}).get("stages", []), strict=True):
         terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
                            for term in spec["terms"])
         lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
-                     f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s).")
+                     f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s){_precision(stage)}.")
         lines += [f"  - ⚠ {warning}" for warning in stage.get("warnings", [])]
     lines += ["", f"Student saved in `student/` ({record.student.layout} layout)."]
     return lines

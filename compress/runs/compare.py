@@ -84,7 +84,7 @@ from compress.stats import ratio_quartiles
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
-from compress.training import resolve_precision
+from compress.training import run_precision
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 11, for the measurement that chose it).
@@ -419,7 +419,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         seeds=list(config.seeds),
         intervals=SETTINGS,
         differences=differences({"teacher": teacher_predictions.correct[None], **correct}),
-        precision=resolve_precision(config.precision, config.device),   # as every RunConfig here resolved it
+        precision=run_precision(config.precision, config.device),   # as every RunConfig here resolved it
     )
     write_comparison(comparison.to_dict(), out)
     return out, comparison

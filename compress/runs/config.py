@@ -22,7 +22,7 @@ from compress.resume import DEFAULT_EVERY
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_SEED, PRECISION_CHOICES
-from compress.training import resolve_precision
+from compress.training import run_precision
 
 
 @dataclass
@@ -76,9 +76,10 @@ class RunConfig:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
         if self.precision not in PRECISION_CHOICES:
             raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
-        # auto becomes the precision it stands for on this device now, so the run's record says which one trained
-        # (and a comparison reuses a run only when it trained in the precision asked for).
-        self.precision = resolve_precision(self.precision, self.device)
+        # auto becomes fp32 where this device would emulate bf16, and stays auto (each stage times both and
+        # trains in the faster, its record says which) where it computes bf16; a comparison reuses a run only
+        # when it was asked for the same.
+        self.precision = run_precision(self.precision, self.device)
 
 
 # Settings that change where a run is written, how it is timed or checkpointed, not what it trains. A bar

@@ -40,7 +40,7 @@ from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
 from compress.registry import Context, Transformed
 from compress.teachers.registry import teacher_config
-from compress.training import autocast, evaluate, seed_everything
+from compress.training import autocast, evaluate, resolve_precision, seed_everything
 
 KD_TEMPERATURE = 2.0
 
@@ -119,16 +119,17 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
     first: Keep | None = None
     steps, stages, files = [], [], {}
     curve = None
+    # Scoring and the curve are forward passes of the unpruned model, in bf16 autocast where the device computes it
+    # natively under auto (~2.9x faster on a CPU with bf16 units, benchmarks/training_speed.py's teacher column).
+    scoring = resolve_precision(context.train.precision, context.device)
     for number, amount in enumerate(step_amounts(options), 1):
         passes = len(batches) * (1 + pruned.config.num_layers)
-        # Scoring and the curve are forward passes like training's, so they run in the run's precision (bf16
-        # autocast: ~2.9x faster on a CPU with bf16 units, benchmarks/training_speed.py's teacher column).
         with _bar(context.show_progress, f"prune: importance {number}/{options.steps}", passes) as tick, \
-                autocast(context.train.precision, device):
+                autocast(scoring, device):
             importance = score(pruned, batches, device, options.score_against, tick)
         if number == 1 and options.head_curve:
             with _bar(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick, \
-                    autocast(context.train.precision, device):
+                    autocast(scoring, device):
                 curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), context.seed)
             files["head_curve.png"] = _plot(curve, context.name)
         keep = choose(pruned.config, importance, amount)

@@ -1,0 +1,121 @@
+"""``--precision auto`` decided by measurement: a training stage times a few steps of its own model in fp32 and in
+bf16 on the device at hand and trains in the faster.
+
+A CPU flag says that bf16 units exist, not that they win at a model's shapes: on a 2-core AMX Xeon a step of
+distilbert's distillation took 226 ms in fp32 and 182 ms in bf16, while pruning's recovery, with its pruned
+matrices, took 356 ms in fp32 and 473 ms in bf16 (``benchmarks/training_speed.py``). So the choice is made per
+model shape and stage, once per machine: the times are cached under the cache root, keyed by the device, the torch
+version, the threads, the stage's name and the shapes of everything it trains and runs, and every later stage of
+the same shape (another seed, a resumed run) trains in the same precision without timing again.
+
+bf16 must save at least :data:`BF16_MUST_SAVE` of a step to be chosen: where the two are that close, fp32's
+exact arithmetic is worth more than the time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from compress.bench.machine import cpu_model
+from compress.distributed import all_sum, broadcast, world
+from compress.paths import atomic_write_text, cache_dir
+
+BF16_MUST_SAVE = 0.05   # bf16 is chosen only when its median step is at least 5% shorter than fp32's
+TIMED_STEPS = 3         # timed steps per precision, after one untimed warm-up step each
+WEIGHED = ("fp32", "bf16")
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The precision a stage trains in and the median step (ms) it measured in each it weighed."""
+
+    precision: str
+    step_ms: dict[str, float]
+
+
+def pick(step_ms: dict[str, float]) -> str:
+    """bf16 where its step is at least :data:`BF16_MUST_SAVE` shorter than fp32's, else fp32."""
+    return "bf16" if step_ms["bf16"] <= (1 - BF16_MUST_SAVE) * step_ms["fp32"] else "fp32"
+
+
+def shape_key(*modules: Any) -> str:
+    """A digest of the names and shapes of every parameter and buffer of ``modules`` (the ones that are
+    ``nn.Module``; a loss function that holds the teacher is one): what a step's time depends on."""
+    digest = hashlib.sha256()
+    for number, module in enumerate(m for m in modules if isinstance(m, nn.Module)):
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            digest.update(f"{number}:{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+    return digest.hexdigest()[:16]
+
+
+def time_steps(step: Callable[[str, Any], None], batches: Sequence[Any], device: torch.device) -> dict[str, float]:
+    """The median milliseconds of ``step(precision, batch)`` in each precision of :data:`WEIGHED`: one untimed
+    step each, then :data:`TIMED_STEPS` rounds that take the precisions in turn on the same batch, so a machine
+    that slows down during the measurement slows both alike."""
+    def timed(precision: str, batch: Any) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        step(precision, batch)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return (time.perf_counter() - start) * 1000
+
+    for precision in WEIGHED:
+        timed(precision, batches[0])
+    times: dict[str, list[float]] = {p: [] for p in WEIGHED}
+    for round_ in range(TIMED_STEPS):
+        for precision in WEIGHED:
+            times[precision].append(timed(precision, batches[(round_ + 1) % len(batches)]))
+    return {p: statistics.median(t) for p, t in times.items()}
+
+
+def _entry(key: dict[str, Any]) -> Path:
+    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_dir() / "step-precision" / f"{name}.json"
+
+
+def _load(path: Path, key: dict[str, Any]) -> Choice | None:
+    """The choice stored for ``key``, or None when there is none or it is not one we wrote for this key."""
+    try:
+        stored = json.loads(path.read_text())
+        choice = Choice(precision=stored["precision"], step_ms={p: float(stored["step_ms"][p]) for p in WEIGHED})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if stored.get("schema") != SCHEMA or stored.get("key") != key or choice.precision != pick(choice.step_ms):
+        return None
+    return choice
+
+
+def choose_precision(step: Callable[[str, Any], None], batches: Sequence[Any], device: torch.device,
+                     key: dict[str, Any]) -> Choice:
+    """The precision a stage trains in under ``auto``: read from the cache for ``key`` (what the stage's step
+    time depends on; the device, torch and threads are added here), else timed with :func:`time_steps` and
+    stored. Every rank of a data-parallel run takes the same choice: rank 0 reads the cache, and
+    a measurement sums every rank's times."""
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+    key = {**key, "device": where, "torch": torch.__version__, "threads": torch.get_num_threads()}
+    path = _entry(key)
+    w = world()
+    choice = broadcast(_load(path, key) if w.is_main else None)
+    if choice is not None:
+        return choice
+    measured = time_steps(step, batches, device)
+    summed = all_sum(torch.tensor([measured[p] for p in WEIGHED], dtype=torch.float64)) / w.size
+    step_ms = {p: round(float(ms), 3) for p, ms in zip(WEIGHED, summed)}
+    choice = Choice(precision=pick(step_ms), step_ms=step_ms)
+    if w.is_main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"schema": SCHEMA, "key": key, **asdict(choice)}, indent=1))
+    return choice
