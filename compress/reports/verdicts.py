@@ -121,7 +121,7 @@ def _scope(comparison: ShownComparison) -> str:
     sentences = f"{test:,} test sentences" if test else "the test sentences"
     if len(seeds) > 1:
         counted = (f"{len(seeds)} training seeds ({', '.join(map(str, seeds))}) and {sentences}: each interval is a "
-                   "95% bootstrap interval over both")
+                   "95% interval over both")
     else:
         counted = (f"one training seed and {sentences}: each interval counts the test sentences only, and another "
                    "seed moves a student's accuracy too (compare with --seeds 3 to count it)")

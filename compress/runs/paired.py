@@ -19,9 +19,10 @@ from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, differ
 
 SETTINGS = IntervalSettings(
     level=LEVEL, resamples=RESAMPLES,
-    method="percentile bootstrap over the test sentences and, with several seeds, over the seeds too (each resample "
-           "draws as many sentences and as many seeds with replacement); retention and differences are paired: both "
-           "models on the same drawn sentences and seed positions")
+    method="percentile bootstrap over the test sentences (each resample draws as many sentences with replacement, "
+           "every seed kept); with several seeds, each side widened by Student's t (seeds - 1 degrees of freedom) "
+           "times the standard error over the seeds, the bootstrap's share of the seed-by-sentence interaction left "
+           "out; retention and differences are paired: both models on the same drawn sentences, seed by seed")
 
 
 def record(interval: Interval) -> IntervalRecord:
