@@ -96,14 +96,14 @@ def compare(
 
 def _cells(model: ShownModel, retention: float | None, speedup: float | None,
            retention_interval: ShownInterval | None = None) -> list[str]:
-    """A model's numbers as the summary prints them (accuracy and retention ± the half-width of their intervals,
+    """A model's numbers as the summary prints them (accuracy and retention with their intervals, low to high,
     where the comparison has them); one not measured is "–"."""
     def cell(value: float | None, form: str, scale: float = 1.0, suffix: str = "") -> str:
         return "–" if value is None else f"{value / scale:{form}}{suffix}"
 
     def percent(value: float | None, interval: ShownInterval | None) -> str:
         return cell(value, ".1%") if interval is None or value is None else \
-            f"{value:.1%} ± {100 * interval.half_width:.1f}"
+            f"{value:.1%} ({100 * interval.low:.1f}–{100 * interval.high:.1f})"
 
     return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6),
             percent(model.accuracy, model.accuracy_interval), percent(retention, retention_interval),

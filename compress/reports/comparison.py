@@ -62,8 +62,9 @@ NOTES = (
 )
 
 INTERVAL_NOTES = (
-    ("accuracy and retention: the mean over the seeds ± the half-width of its 95% interval (a bootstrap over the "
-     "test sentences and the seeds together; retention paired with the teacher on the same sentences)."),
+    ("accuracy and retention: the mean over the seeds and, in brackets, its 95% interval, low to high (over the "
+     "test sentences and, with several seeds, the seeds: comparison.json's intervals.method says how; retention "
+     "paired with the teacher on the same sentences)."),
     ("speed-up: the median over rounds of the teacher's batch-1 latency / the model's, each round timing every "
      "model once; in brackets the interquartile range of those ratios."),
 )
@@ -100,8 +101,9 @@ def _speedup(x: float | None) -> str:
 
 
 def _with_interval(x: float | None, interval: ShownInterval | None) -> str:
-    """A percentage, as ``97.8 ± 1.5`` when it has an interval."""
-    return _percent(x) if interval is None or x is None else f"{100 * x:.1f} ± {100 * interval.half_width:.1f}"
+    """A percentage, as ``97.8 (96.1–99.2)`` when it has an interval (low to high: they need not be symmetric)."""
+    return _percent(x) if interval is None or x is None else \
+        f"{100 * x:.1f} ({100 * interval.low:.1f}–{100 * interval.high:.1f})"
 
 
 def _speedup_cell(x: float | None, iqr: tuple[float, float] | None) -> str:
