@@ -2,8 +2,8 @@
 bf16 on the device at hand and trains in the faster.
 
 A CPU flag says that bf16 units exist, not that they win at a model's shapes: on a 2-core AMX Xeon a step of
-distilbert's distillation took 226 ms in fp32 and 182 ms in bf16, while pruning's recovery, with its pruned
-matrices, took 356 ms in fp32 and 473 ms in bf16 (``benchmarks/training_speed.py``). So the choice is made per
+distilbert's distillation took 339 ms in fp32 and 278 ms in bf16, while low-rank's recovery, with its thin
+factors, took 344 ms in fp32 and 558 ms in bf16, and pruning's 409 and 408 ms (``benchmarks/training_speed.py``). So the choice is made per
 model shape and stage, once per machine: the times are cached under the cache root, keyed by the device, the torch
 version, the threads, the stage's name and the shapes of everything it trains and runs, and every later stage of
 the same shape (another seed, a resumed run) trains in the same precision without timing again.
