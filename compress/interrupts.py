@@ -29,6 +29,19 @@ class Interrupted(BaseException):
         self.what = "interrupted" if signum == signal.SIGINT else "terminated"
 
 
+def raise_if_interrupted(error: BaseException) -> None:
+    """Raise the :class:`Interrupted` (or ``KeyboardInterrupt``) that ``error`` was raised from, if any: a library
+    that catches it and raises its own error instead (``datasets`` wraps one arriving while it reads a file) must
+    not turn Ctrl-C into a bad-input message, with further signals already ignored."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted | KeyboardInterrupt):
+            raise cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+
+
 def ignore_further() -> None:
     """Ignore SIGINT and SIGTERM from now on: a second Ctrl-C must not cut the clean-up (and its one line)
     short, the first one is already unwinding the stack."""

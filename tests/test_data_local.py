@@ -107,6 +107,29 @@ def test_csv_with_string_labels_is_mapped_in_sorted_order_and_split_deterministi
     assert list(again.splits["test"]["id"]) == list(task.splits["test"]["id"])
 
 
+def test_a_ctrl_c_that_the_reader_wraps_is_an_interrupt_not_a_bad_file(tmp_path: Path, monkeypatch) -> None:
+    """datasets catches a Ctrl-C that lands while it reads a file and raises its own error from it (seen in CI: a
+    search interrupted between two runs went on, reporting "could not read reviews.csv"); the interrupt goes on up."""
+    import signal
+
+    from compress.interrupts import Interrupted
+
+    path = write_csv(tmp_path / "reviews.csv", ["text", "label"], sentiment_rows())
+
+    def interrupted_while_reading(*args, **kwargs):
+        try:
+            raise Interrupted(signal.SIGINT)
+        except Interrupted as e:
+            raise datasets.exceptions.DatasetGenerationError("An error occurred while generating the dataset") from e
+
+    monkeypatch.setattr(datasets, "load_dataset", interrupted_while_reading)
+    with pytest.raises(Interrupted):
+        load_task(path)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad quoting")))
+    with pytest.raises(CompressError, match="could not read reviews.csv as csv"):   # a real failure is still one line
+        load_task(path)
+
+
 def test_tsv_is_read_with_tabs_and_quotes_kept(tmp_path: Path) -> None:
     rows = [[f'the ""{t}"" one', "pos"] for t in POSITIVE] + [[f"{t}, sadly", "neg"] for t in NEGATIVE]
     path = write_csv(tmp_path / "reviews.tsv", ["sentence", "label"], rows, delimiter="\t")

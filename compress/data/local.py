@@ -27,6 +27,7 @@ from compress.data.splits import normalize_split_name
 from compress.data.tables import TablePart, task_from_tables
 from compress.data.task import TaskData
 from compress.errors import CompressError
+from compress.interrupts import raise_if_interrupted
 
 FORMATS: dict[str, tuple[str, dict[str, object]]] = {
     ".csv": ("csv", {}),
@@ -127,7 +128,8 @@ def read_table(path: Path) -> datasets.Dataset:
                 keep_in_memory=True,
                 **options,
             )
-        except Exception as e:  # noqa: BLE001 - any reader failure is bad input here
+        except Exception as e:  # noqa: BLE001 - any reader failure is bad input here (but a Ctrl-C it wrapped)
+            raise_if_interrupted(e)
             if builder == "json" and (where := _bad_json_line(path)) is not None:
                 line, reason = where
                 raise CompressError(

@@ -24,6 +24,7 @@ import torch
 
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
+from compress.interrupts import raise_if_interrupted
 from compress.models.config import EncoderConfig
 from compress.predictions import Predictions, load_predictions
 from compress.quantize.predictors import predict_batches
@@ -301,6 +302,7 @@ class Walk:
             try:
                 self.consider(state)
             except CompressError as e:   # a candidate its steps cannot make (a shape a step refuses): the next one
+                raise_if_interrupted(e)
                 state.record.status, state.record.reason = "failed", str(e)
                 self.say(f"    failed: {e}")
             self.save()
