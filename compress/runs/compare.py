@@ -18,7 +18,7 @@ later step of a pipeline, from its parent as it is now) is reused, so an interru
 resumes where it stopped and a repeated one trains nothing; a step shared by pipelines runs once
 (the ``distilbert`` of ``distilbert+int8`` is the ``distilbert`` row).
 Every run keeps its test predictions, so the comparison's statistics are paired: each method's accuracy and
-retention come with a 95% interval from one bootstrap over the test sentences and the seeds together
+retention come with a 95% interval over the test sentences (one bootstrap) and the seeds (Student's t)
 (:mod:`compress.stats`), and so does the difference between every two methods.
 Speed is always measured afresh at the end: the teacher and every method (its first seed's model) one after
 another in this process, on the same inputs and threads, in two passes (the second in reverse order, each

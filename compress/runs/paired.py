@@ -3,7 +3,7 @@
 Each method's correctness is a (seeds, examples) array, one row per seed it was trained with (one row for a
 run that does not depend on the seed); the teacher's is one row. :mod:`compress.stats` turns these into the
 intervals comparison.json keeps: each method's accuracy and retention, and the difference between every two
-methods, all from one bootstrap over the test sentences and the seeds together, paired.
+methods, all from one bootstrap over the test sentences with a t-based part for the seeds, paired.
 """
 
 from __future__ import annotations
