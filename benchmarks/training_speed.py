@@ -1,20 +1,24 @@
-"""Examples per second of every student's training step: today's fp32 against bf16 autocast, split by phase.
+"""Every student's training step before and after round 5, split by phase: fp32 against bf16 autocast, with the
+teacher run in every step against its outputs read from the cache.
 
     python benchmarks/training_speed.py                       # every student of minilm on MR, 2 threads
     python benchmarks/training_speed.py --students albert,distilbert --repeats 10
 
 For each student (and each stage of its recipe; pruning's and low-rank's recovery too) this builds the model
-as its run does, takes real MR training batches as a run draws them (length-grouped, batch 32, the teacher's
-logits attached where the stage reads only those, as their cache does), and times the step
-``compress.training.train_stage`` takes, phase by phase: the teacher's forward pass (stages that read its
-hidden states or attention), the student's forward pass with the loss, the backward pass, and the optimizer
-(zero_grad, clipping, fused AdamW). fp32 and bf16 alternate step by step in one process, after warm-up steps;
-each phase is the median over ``--repeats`` steps. A relaxed ALBERT (``albert[rank=48]``) is timed a third way, as
-the recipe before this one ran it: fp32 with each layer's delta applied as its two factors, not merged into the
-shared matrix (``compress.models.encoder.merges``); its speed-ups are against that. Prints the CPU: bf16 pays
-where the CPU computes it natively (AVX-512 BF16 or AMX), not always even there (pruned matrices), and is emulated,
-slowly, elsewhere; which is why ``--precision auto`` trains in fp32 where bf16 is emulated and elsewhere times each
-stage's own steps (``compress.step_precision``): the "auto picks" line applies its rule to the steps timed here.
+as its run does, takes real MR training batches as a run draws them (length-grouped, batch 32), and times the step
+``compress.training.train_stage`` takes, phase by phase: the teacher (its forward pass, or reading and padding its
+stored outputs: :mod:`compress.distill.teacher_targets`), the student's forward pass with the loss, the backward pass,
+and the optimizer (zero_grad, clipping, fused AdamW). A stage that reads only logits reads them from their cache
+either way. The variants alternate step by step in one process, after warm-up steps; each phase is the median over
+``--repeats`` steps. A relaxed ALBERT (``albert[rank=48]``) is also timed as the recipe before round 4 ran it: fp32
+with each layer's delta applied as its two factors (``compress.models.encoder.merges``).
+
+Prints the CPU: bf16 pays where the CPU computes it natively (AVX-512 BF16 or AMX), not always even there (pruned
+and factorized matrices), and is emulated, slowly, elsewhere; which is why ``--precision auto`` trains in fp32 where
+bf16 is emulated and elsewhere times each stage's own steps (``compress.step_precision``). Each stage ends with two
+lines: "before" is round 4's default (bf16 wherever the CPU has bf16 units, fp32 elsewhere; the teacher in every
+step), "after" today's (auto's pick by the rule of ``compress.step_precision`` applied to the steps timed here; the
+teacher's outputs stored), with the speed-up of after over before.
 """
 
 from __future__ import annotations
@@ -27,17 +31,19 @@ from contextlib import contextmanager
 
 import torch
 
-import compress.models.encoder as encoder
 from compress.bench.machine import cpu_features, cpu_model
 from compress.bench.timing import fixed_threads
+from compress.data.batching import length_grouped_batches
 from compress.data.load import load_task
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe
+from compress.distill.teacher_targets import StoredTargets, TargetSpec, stored_targets
+from compress.models import encoder
 from compress.models.encoder import Encoder
 from compress.registry import Context, get_method
 from compress.step_precision import pick
 from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.training import PRECISIONS, TrainConfig, _optimizer, model_inputs, run_precision
+from compress.training import PRECISIONS, TrainConfig, _optimizer, run_precision
 
 STUDENTS = ("albert", "albert[rank=48]", "distilbert", "tinybert", "prune", "lowrank")
 PHASES = ("teacher", "forward", "backward", "optimizer")
@@ -78,10 +84,15 @@ def deltas_as_factors(variant: str):
         encoder.merges = merges
 
 
-def time_stage(objective: DistillationObjective, student: Encoder, batches: list[dict[str, torch.Tensor]],
-               precisions: tuple[str, ...], repeats: int) -> dict[str, dict[str, float]]:
-    """Median milliseconds of each phase of a step, per variant (a precision, or FACTORED; the variants alternate
-    step by step)."""
+STORED = " stored"   # a variant's suffix: the teacher's outputs read from their cache, not computed
+
+
+def time_stage(objective: DistillationObjective, student: Encoder, batches: list[tuple[dict[str, torch.Tensor],
+               list[int]]], targets: StoredTargets, variants: tuple[str, ...], repeats: int
+               ) -> dict[str, dict[str, float]]:
+    """Median milliseconds of each phase of a step, per variant (a precision, or FACTORED; with the ``STORED``
+    suffix the step reads the teacher's stored outputs; the variants alternate step by step). ``batches``: each
+    batch with its examples' positions in the train split."""
     optimizer = _optimizer(student, list(objective.projections.parameters()), TrainConfig())
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     teacher_forward = objective.teacher_outputs
@@ -95,13 +106,20 @@ def time_stage(objective: DistillationObjective, student: Encoder, batches: list
 
     objective.teacher_outputs = timed_teacher   # type: ignore[method-assign]
     student.train()
-    times: dict[str, dict[str, list[float]]] = {p: {phase: [] for phase in PHASES} for p in precisions}
+    times: dict[str, dict[str, list[float]]] = {v: {phase: [] for phase in PHASES} for v in variants}
     for i in range(WARMUP + repeats):
-        batch = batches[i % len(batches)]
-        for precision in precisions if i % 2 == 0 else precisions[::-1]:
+        base, index = batches[i % len(batches)]
+        logits = targets.batch(index, base["input_ids"].shape[1])["teacher_logits"]
+        for variant in variants if i % 2 == 0 else variants[::-1]:
+            precision = variant.removesuffix(STORED)
             dtype = PRECISIONS.get(precision)
             spent["teacher"] = 0.0
             start = time.perf_counter()
+            if variant.endswith(STORED):   # what TargetsCollator adds to the batch
+                batch = base | targets.batch(index, base["input_ids"].shape[1])
+                spent["teacher"] = time.perf_counter() - start
+            else:                          # the teacher runs, but logits come from their cache as they always have
+                batch = base if objective.needs_teacher_forward else base | {"teacher_logits": logits}
             with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None), deltas_as_factors(precision):
                 loss, _ = objective(student, batch)
             forward = time.perf_counter()
@@ -114,9 +132,9 @@ def time_stage(objective: DistillationObjective, student: Encoder, batches: list
             if i >= WARMUP:
                 for phase, seconds in zip(PHASES, (spent["teacher"], forward - start - spent["teacher"],
                                                    backward - forward, end - backward), strict=True):
-                    times[precision][phase].append(seconds)
+                    times[variant][phase].append(seconds)
     objective.teacher_outputs = teacher_forward   # type: ignore[method-assign]
-    return {p: {phase: statistics.median(v) * 1000 for phase, v in phases.items()} for p, phases in times.items()}
+    return {v: {phase: statistics.median(t) * 1000 for phase, t in phases.items()} for v, phases in times.items()}
 
 
 def main() -> None:
@@ -132,40 +150,50 @@ def main() -> None:
     finetuned = finetune_teacher(args.teacher, task, show_progress=False)
     data = tokenized_for(finetuned, task)
     teacher = finetuned.load().model.eval()
-    batches = list(data.dataloader("train", batch_size=args.batch_size, seed=13))[:WARMUP + args.repeats]
-    with torch.no_grad():
-        logits = [teacher(**model_inputs(b)).logits for b in batches]
-    tokens = sum(b["input_ids"].numel() for b in batches)
-    real = sum(int(b["attention_mask"].sum()) for b in batches)
+    examples = data.splits["train"]
+    order = length_grouped_batches([len(ids) for ids in examples["input_ids"]], args.batch_size, seed=13)
+    batches = [(data.collator([examples[i] for i in index]), index) for index in order[:WARMUP + args.repeats]]
+    tokens = sum(b["input_ids"].numel() for b, _ in batches)
+    real = sum(int(b["attention_mask"].sum()) for b, _ in batches)
     features = cpu_features()
     timed = run_precision("auto", "cpu") == "auto"
+    before = "bf16" if timed else "fp32"   # round 4's auto: bf16 wherever the CPU has bf16 units
     print(f"CPU: {cpu_model()}; AVX-512 BF16: {bool(features.get('avx512_bf16'))}; AMX: "
           f"{bool(features.get('amx_bf16'))}; torch {torch.__version__}; {args.threads} threads; --precision auto "
           + ("times fp32 and bf16 for each stage here and trains in the faster (bf16 only where it saves 5%)"
              if timed else "trains in fp32 here (bf16 would be emulated)"))
     print(f"{len(batches)} MR batches of {args.batch_size}, {tokens / len(batches) / args.batch_size:.1f} tokens "
           f"a sentence as padded, {real / tokens:.1%} of them real (length-grouped batches); median of "
-          f"{args.repeats} steps after {WARMUP} warm-up, fp32 and bf16 alternating")
-    print(f"{'student / stage':34} {'precision':>15} {'teacher':>8} {'forward':>8} {'backward':>9} "
+          f"{args.repeats} steps after {WARMUP} warm-up, the variants alternating")
+    print(f"{'student / stage':34} {'variant':>20} {'teacher':>8} {'forward':>8} {'backward':>9} "
           f"{'optimizer':>9} {'step ms':>8} {'ex/s':>6} {'speed-up':>8}")
     with fixed_threads(args.threads):
         for name in args.students.split(","):
             student, recipe = build(name, teacher, data)
             for stage in recipe.stages:
                 objective = DistillationObjective(stage, teacher, student, recipe.layer_map)
-                stage_batches = [b if objective.needs_teacher_forward else b | {"teacher_logits": t}
-                                 for b, t in zip(batches, logits, strict=True)]
-                variants = (FACTORED, "fp32", "bf16") if student.config.relaxed else ("fp32", "bf16")
-                phases = time_stage(objective, student, stage_batches, variants, args.repeats)
-                step = {p: sum(ms.values()) for p, ms in phases.items()}
-                before = step[variants[0]]
-                for precision, ms in phases.items():
-                    print(f"{name + ' / ' + stage.name:34} {precision:>15} {ms['teacher']:8.0f} {ms['forward']:8.0f} "
-                          f"{ms['backward']:9.0f} {ms['optimizer']:9.0f} {step[precision]:8.0f} "
-                          f"{args.batch_size * 1000 / step[precision]:6.0f} {before / step[precision]:7.2f}x")
-                chosen = pick({"fp32": step["fp32"], "bf16": step["bf16"]}) if timed else "fp32"
-                print(f"{name + ' / ' + stage.name:34} {'auto picks':>15} {chosen:>8}")
-
+                spec = objective.targets if objective.targets is not None else TargetSpec()
+                targets = stored_targets(teacher, data, "train", finetuned.record["fingerprint"], spec,
+                                         torch.device("cpu"), show_progress=False)
+                stored = targets is not None and not spec.logits_only
+                variants = ("fp32", "bf16") + (("fp32" + STORED, "bf16" + STORED) if stored else ())
+                if student.config.relaxed:
+                    variants = (FACTORED, *variants)
+                phases = time_stage(objective, student, batches, targets, variants, args.repeats)
+                step = {v: sum(ms.values()) for v, ms in phases.items()}
+                label = name + " / " + stage.name
+                for variant, ms in phases.items():
+                    print(f"{label:34} {variant:>20} {ms['teacher']:8.0f} {ms['forward']:8.0f} "
+                          f"{ms['backward']:9.0f} {ms['optimizer']:9.0f} {step[variant]:8.0f} "
+                          f"{args.batch_size * 1000 / step[variant]:6.0f} {step[variants[0]] / step[variant]:7.2f}x")
+                suffix = STORED if stored else ""
+                chosen = pick({"fp32": step["fp32" + suffix], "bf16": step["bf16" + suffix]}) if timed else "fp32"
+                was = FACTORED if student.config.relaxed else before
+                print(f"{label:34} {'before':>20} {was:>8}: {step[was]:.0f} ms (round 4's default; the teacher in "
+                      f"every step)")
+                print(f"{label:34} {'after':>20} {chosen + suffix:>8}: {step[chosen + suffix]:.0f} ms, "
+                      f"{step[was] / step[chosen + suffix]:.2f}x (auto's pick"
+                      f"{'; the teacher read from its cache' if stored else ''})")
 
 if __name__ == "__main__":
     main()

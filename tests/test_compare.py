@@ -14,7 +14,7 @@ from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 from compress.bench.machine import cpu_features
 from compress.quantize.torch_backend import half_available
 from compress.registry import all_methods, names
-from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase
+from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase, time_phrase
 from compress.reports.records import Comparison
 from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs, run_dir_of
 from compress.training import run_precision
@@ -78,6 +78,12 @@ def test_comparison_has_every_method_with_every_field(compared):
     assert trained_in == {data["precision"]} == {run_precision(CompareConfig().precision, "auto")}
     phrase = precision_phrase(data["precision"])
     assert f"students trained in {phrase}" in (compared["out"] / "comparison.md").read_text()
+    # Where the time went: every run was made now, and the runs' phases add up to the time the runs took.
+    spent = data["time"]
+    assert spent["runs_made"] == len(DEFAULT_RUNS) and spent["runs_training_s"] > 0
+    phases = sum(v for k, v in spent.items() if k.startswith("runs_") and k.endswith("_s"))
+    assert spent["runs_training_s"] < phases <= spent["runs_s"] + 1.0 <= spent["total_s"] + 1.0
+    assert time_phrase(spent).split(":")[0] in (compared["out"] / "comparison.md").read_text()
     # One teacher, one accuracy: its cached test logits (the intervals' source) score it as its fine-tuning did.
     assert teacher["accuracy"] == metrics["teacher"]["accuracy"] and teacher["macro_f1"] == metrics["teacher"]["macro_f1"]
     by_name = {m["method"]: m for m in data["methods"]}

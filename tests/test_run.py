@@ -86,6 +86,12 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     assert config["run"]["precision"] == run_precision("auto", "auto")   # the default, as this CPU resolves it
     for stage in metrics["stages"]:   # what each stage trained in; timed under auto, fp32 where bf16 is emulated
         assert stage["precision"] in ("fp32", "bf16") and ("step_ms" in stage) == (config["run"]["precision"] == "auto")
+    # the run's time by phase: its stages' training and the rest, each part of the whole
+    phases = metrics["phases"]
+    assert set(phases) == {"training", "making", "evaluating", "timing", "saving"}
+    assert phases["training"] == pytest.approx(sum(stage["seconds"] for stage in metrics["stages"]), abs=0.11)
+    assert phases["training"] > 0 and min(phases.values()) >= 0 and phases["training"] + phases["making"] <= \
+        metrics["seconds"] + 0.11
     steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert any(r.get("event") == "dev" for r in steps) and all("stage" in r for r in steps)
     assert "Retention" in (out / "report.md").read_text()

@@ -1,5 +1,6 @@
 """Distillation: loss functions (pure, registered by name), layer maps (config values), recipes, the
-objective that feeds a recipe's losses, and the teacher-logit cache.
+objective that feeds a recipe's losses, and the caches of the teacher's outputs (logits; hidden states and
+attention maps).
 
 The training loop is :mod:`compress.training` (shared with teacher fine-tuning); TinyBERT's general
 distillation and augmentation live with TinyBERT (:mod:`compress.students.tinybert`). This

@@ -1,8 +1,10 @@
 """A stage's loss as a function of (student, batch): the teacher runs once per batch, or not at all.
 
 The objective asks the teacher only for what its terms read (logits; hidden states; attention
-scores or probabilities, which switch the teacher to the explicit attention path), and reads
-teacher logits from the batch when they were cached for the dataset (``teacher_logits``).
+scores or probabilities, which switch the teacher to the explicit attention path), and reads them
+from the batch instead when they were stored for the dataset (``teacher_logits``, ``teacher_hidden``,
+``teacher_attention``: :mod:`compress.distill.teacher_targets`; :meth:`DistillationObjective.target_spec`
+says which layers).
 Projections W (student width -> teacher width) are created here when widths differ and are
 trained with the student.
 """
@@ -10,6 +12,7 @@ trained with the student.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -18,6 +21,7 @@ from torch import nn
 from compress.distill.layer_maps import LayerMap, teacher_layers
 from compress.distill.losses import LOSSES, make_projection
 from compress.distill.recipe import LossTerm, Stage
+from compress.distill.teacher_targets import TargetSpec
 from compress.errors import CompressError
 from compress.models.encoder import Encoder, EncoderOutput
 from compress.training import Batch, model_inputs, to_device
@@ -52,23 +56,54 @@ class DistillationObjective(nn.Module):
                     f"loss {term.loss} compares hidden states of equal width only (student {s.hidden_size}, "
                     f"teacher {t.hidden_size}); use hidden_mse, which learns a projection."
                 )
+        self.targets = self.target_spec()
 
     def teacher_outputs(self, batch: Batch) -> EncoderOutput:
         with torch.no_grad():
             return self.teacher(**model_inputs(batch), output_hidden_states=self.needs_hidden,
                                 output_attentions=self.needs_attention)
 
-    def _pairs(self, term: LossTerm, student: EncoderOutput, teacher: EncoderOutput) -> list[tuple[Any, Any]]:
-        reads = term.reads
-        if reads == "embeddings":
-            return [(student.hidden_states[0], teacher.hidden_states[0])]
-        if reads == "hidden_states":
-            pairs = [(student.hidden_states[m], teacher.hidden_states[g]) for m, g in enumerate(self.hidden_map) if m]
-        else:
-            s_maps = getattr(student, reads)
-            t_maps = getattr(teacher, reads)
-            pairs = [(s_maps[m - 1], t_maps[g - 1]) for m, g in enumerate(self.hidden_map) if m]
+    def _layers(self, term: LossTerm) -> list[tuple[int, int]]:
+        """(student, teacher) indices the term compares: into ``hidden_states`` (0: the embedding output) for the
+        hidden terms, into the attention maps for the attention terms."""
+        if term.reads == "embeddings":
+            return [(0, 0)]
+        shift = 0 if term.reads == "hidden_states" else 1
+        pairs = [(m - shift, g - shift) for m, g in enumerate(self.hidden_map) if m]
         return pairs[-1:] if term.layers == "last" else pairs
+
+    def target_spec(self) -> TargetSpec | None:
+        """What the terms read of the teacher besides logits (None: two kinds of attention map, never stored)."""
+        hidden, layers, kinds = set(), set(), set()
+        for term in self.stage.terms:
+            if term.reads in _PROJECTED:
+                hidden.update(g for _, g in self._layers(term))
+            elif term.reads != "logits":
+                kinds.add(term.reads)
+                layers.update(g for _, g in self._layers(term))
+        if len(kinds) > 1:
+            return None
+        return TargetSpec(tuple(sorted(hidden)), next(iter(kinds), None), tuple(sorted(layers)))
+
+    def stored_outputs(self, batch: Batch) -> SimpleNamespace | None:
+        """The teacher's outputs read from the batch's stored targets, or None when the batch lacks what the
+        terms read: ``hidden_states`` and the attention maps as {index: tensor}, as :meth:`_pairs` reads them."""
+        spec = self.targets
+        if spec is None or "teacher_logits" not in batch or (spec.hidden and "teacher_hidden" not in batch) \
+                or (spec.attention and "teacher_attention" not in batch):
+            return None
+        out = SimpleNamespace(logits=batch["teacher_logits"])
+        if spec.hidden:
+            out.hidden_states = dict(zip(spec.hidden, batch["teacher_hidden"], strict=True))
+        if spec.attention:
+            setattr(out, spec.attention, dict(zip(spec.layers, batch["teacher_attention"], strict=True)))
+        return out
+
+    def _pairs(self, term: LossTerm, student: EncoderOutput, teacher: Any) -> list[tuple[Any, Any]]:
+        if term.reads in _PROJECTED:
+            return [(student.hidden_states[m], teacher.hidden_states[g]) for m, g in self._layers(term)]
+        s_maps, t_maps = getattr(student, term.reads), getattr(teacher, term.reads)
+        return [(s_maps[m], t_maps[g]) for m, g in self._layers(term)]
 
     @torch.no_grad()
     def mean_loss(self, student: Encoder, batches: Iterable[Batch], device: torch.device) -> dict[str, float]:
@@ -84,10 +119,8 @@ class DistillationObjective(nn.Module):
     def forward(self, student: Encoder, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         out = student(**model_inputs(batch), output_hidden_states=self.needs_hidden,
                       output_attentions=self.needs_attention)
-        teacher: EncoderOutput | None = None
-        if self.needs_teacher_forward or "teacher_logits" not in batch:
-            teacher = self.teacher_outputs(batch)
-        teacher_logits = batch["teacher_logits"] if "teacher_logits" in batch else teacher.logits
+        teacher = self.stored_outputs(batch) or self.teacher_outputs(batch)
+        teacher_logits = teacher.logits
         mask = batch["attention_mask"]
         total = torch.zeros((), device=out.logits.device)
         parts: dict[str, float] = {}

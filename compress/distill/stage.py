@@ -1,6 +1,6 @@
-"""One distillation stage from a recipe: the objective, the batches (with the teacher's logits cached on
-disk when the stage needs only those), and the training loop. Student methods train every stage of their
-recipe with it; pruning recovers with it."""
+"""One distillation stage from a recipe: the objective, the batches (with the teacher's outputs the stage reads
+stored on disk once and read back, :mod:`compress.distill.teacher_targets`), and the training loop. Student methods
+train every stage of their recipe with it; pruning and low-rank factorization recover with it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from compress.data.batching import TokenizedTask, make_dataloader
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
-from compress.distill.teacher_logits import TeacherLogitsCollator, teacher_logits_dataset
+from compress.distill.teacher_targets import TargetsCollator, stored_targets, with_target_index
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints
 from compress.train_config import StageRecord, TrainConfig, TrainSettings
@@ -28,14 +28,16 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
                  teacher_fingerprint: str, settings: TrainSettings, device: torch.device, log: IO[str] | None,
                  show_progress: bool, checkpoints: StageCheckpoints | None = None) -> StageRecord:
     """Train ``student`` on one stage of ``recipe``; the stage's record (best epoch, best dev, seconds, ...).
-    ``teacher_fingerprint`` keys the on-disk cache of the teacher's logits ("" turns the cache off)."""
+    ``teacher_fingerprint`` keys the on-disk cache of the teacher's outputs ("" turns the cache off: the teacher
+    runs in every step)."""
     objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
     train_config = stage_config(stage, settings)
-    if objective.needs_teacher_forward or not teacher_fingerprint:
-        train_set, collator = data.splits["train"], data.collator
-    else:  # only logits: compute the teacher's once per dataset (cached on disk), not once per step
-        train_set = teacher_logits_dataset(teacher, data, "train", teacher_fingerprint, device, show_progress)
-        collator = TeacherLogitsCollator(data.collator)
+    train_set, collator = data.splits["train"], data.collator
+    if teacher_fingerprint and objective.targets is not None:
+        # what the stage reads of the teacher, computed once per teacher and dataset (cached on disk), not per step
+        targets = stored_targets(teacher, data, "train", teacher_fingerprint, objective.targets, device, show_progress)
+        if targets is not None:
+            train_set, collator = with_target_index(data, "train"), TargetsCollator(data.collator, targets)
 
     def train_batches(epoch: int):
         return make_dataloader(train_set, collator, batch_size=settings.batch_size, shuffle=True,

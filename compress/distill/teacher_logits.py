@@ -1,26 +1,23 @@
-"""Teacher logits computed once per dataset and cached on disk, for stages that need nothing else.
+"""Teacher logits computed once per dataset and cached on disk: the targets of a stage that reads nothing else
+(ALBERT's default, or any kd_kl / soft_ce / hard_ce recipe, :mod:`compress.distill.teacher_targets`), and the
+teacher's dev and test predictions that searches and comparisons score students against.
 
-A logits-only stage (ALBERT's default, or any kd_kl / soft_ce / hard_ce recipe) would otherwise
-run the teacher on every batch of every epoch. The cache key is the fine-tuned teacher's
-fingerprint plus the tokenization key, so a change of either recomputes it. Each entry is a directory
+The cache key is the fine-tuned teacher's fingerprint plus the tokenization key, so a change of either
+recomputes it. Each entry is a directory
 ``teacher_logits/<teacher>-<tokenization>-<split>/`` holding ``logits.safetensors`` and the
 checksums verified on every use; a damaged entry is recomputed (:mod:`compress.cache`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import datasets
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from compress.cache import cached, unreadable
-from compress.data.batching import DynamicPaddingCollator, TokenizedTask
+from compress.data.batching import TokenizedTask
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file, cache_dir
 from compress.training import predict, with_progress
@@ -51,22 +48,3 @@ def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
         return logits
 
     return cached(target, "teacher logits", build, load)[0]
-
-
-def teacher_logits_dataset(teacher: Encoder, data: TokenizedTask, split: str, teacher_fingerprint: str,
-                           device: torch.device, show_progress: bool = True) -> datasets.Dataset:
-    """The tokenized split with a ``teacher_logits`` column."""
-    logits = teacher_logits(teacher, data, split, teacher_fingerprint, device, show_progress)
-    return data.splits[split].add_column("teacher_logits", logits.tolist())
-
-
-@dataclass(frozen=True)
-class TeacherLogitsCollator:
-    """Pads as ``base`` does and stacks the examples' ``teacher_logits`` into (B, C)."""
-
-    base: DynamicPaddingCollator
-
-    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        batch = self.base(features)
-        batch["teacher_logits"] = torch.tensor([f["teacher_logits"] for f in features], dtype=torch.float32)
-        return batch

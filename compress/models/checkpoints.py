@@ -137,6 +137,17 @@ def _digest(directory: Path, stats: tuple[tuple[str, int, int], ...]) -> str:
     return digest.hexdigest()
 
 
+def model_digest(model: torch.nn.Module) -> str:
+    """A short sha256 of a model in memory: its config and every tensor of its state (names, dtypes, shapes,
+    bytes). It keys the caches of what a model computes when the model has no checkpoint (pruning's reference)."""
+    digest = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    for name, tensor in model.state_dict().items():
+        values = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{values.dtype}:{tuple(values.shape)}".encode())
+        digest.update(values.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()[:20]
+
+
 def is_checkpoint_dir(path: Path) -> bool:
     path = Path(path)
     return path.is_dir() and ((path / "config.json").is_file() or (path / COMPRESS_CONFIG).is_file())

@@ -209,6 +209,8 @@ def _context_line(comparison: ShownComparison) -> list[str]:
         parts.append(f"{context.threads} threads")
     if context.precision:
         parts.append(f"students trained in {precision_phrase(context.precision)}")
+    if context.time.get("total_s"):
+        parts.append(time_phrase(context.time))
     if context.other_cpus is not None and context.other_cpus > BUSY_THRESHOLD:
         parts.append(f"other processes kept {context.other_cpus:.1f} CPUs busy while speed was measured (timings "
                      "inflated, speed-ups understated)")
@@ -355,6 +357,20 @@ def _read_json(path: Path) -> dict[str, Any]:
 def precision_phrase(precision: str) -> str:
     """How a report names what the students trained in: ``auto`` is a choice each training stage measured."""
     return "the faster of fp32 and bf16, timed per stage (auto)" if precision == "auto" else precision
+
+
+def time_phrase(spent: dict[str, float]) -> str:
+    """Where a comparison's time went, in minutes (comparison.json's ``time``)."""
+    def minutes(key: str) -> str:
+        return f"{spent.get(key, 0.0) / 60:.1f}"
+
+    runs = ", ".join(f"{label} {minutes(f'runs_{phase}_s')}" for phase, label in (
+        ("training", "training"), ("making", "quantizing, scoring and factorizing"), ("evaluating", "evaluating"),
+        ("timing", "timing against their sources"), ("saving", "saving")) if f"runs_{phase}_s" in spent)
+    made = int(spent.get("runs_made", 0))
+    return (f"took {minutes('total_s')} min: the teacher {minutes('teacher_s')}, {made} run{'' if made == 1 else 's'} "
+            f"made {minutes('runs_s')}" + (f" ({runs})" if runs else "") + f", timing every model "
+            f"{minutes('speed_s')}, intervals {minutes('intervals_s')}")
 
 
 def _cpu_phrase(comparison: dict[str, Any]) -> str:

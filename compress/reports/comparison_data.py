@@ -287,6 +287,7 @@ class ShownContext:
     seeds: tuple[int | float, ...] = ()             # schema 3: the seeds every seeded run was trained with
     rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency
     precision: str | None = None                    # what the runs trained in (None: recorded before it was)
+    time: dict[str, float] = field(default_factory=dict)   # seconds by phase (comparison.json's ``time``)
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -298,7 +299,9 @@ class ShownContext:
                    seeds=tuple(x for x in map(_as_given, data.get("seeds") or []) if x is not None)
                    if isinstance(data.get("seeds"), list) else (),
                    rounds=_as_given(_object(data.get("speed")).get("rounds")),
-                   precision=_text(data.get("precision")))
+                   precision=_text(data.get("precision")),
+                   time={k: seconds for k, v in _object(data.get("time")).items()
+                         if (seconds := number(v)) is not None})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,9 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
     predictions  the SHA-256 of predictions.safetensors, the test logits (compress.predictions); absent in
               records written before runs kept them
     dev_predictions  likewise of dev_predictions.safetensors, the dev logits (what compress search selects on)
+    phases    seconds by phase: training (its stages), making (the rest of the method's own work: quantizing,
+              scoring, factorizing), evaluating (dev and test), timing (against its source), saving; absent in
+              records written before runs kept them
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
@@ -165,6 +168,7 @@ class RunRecord:
     details: Details | None = None
     predictions: str | None = None   # the SHA-256 of predictions.safetensors (None: made by an older compress)
     dev_predictions: str | None = None   # of dev_predictions.safetensors (None: made before runs kept them)
+    phases: dict[str, float] | None = None   # seconds by phase (see above; None: made before runs kept them)
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,7 +188,7 @@ class RunRecord:
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{', '.join(older)} or {newest}; run it again.")
         required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
-                                                                      "dev_predictions", "schema_version")]
+                                                                      "dev_predictions", "phases", "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")
@@ -363,6 +367,7 @@ class Comparison:
     intervals: IntervalSettings | None = None
     differences: list[Difference] = field(default_factory=list)   # every two methods' accuracies, paired
     precision: str | None = None          # what every run asked for, as resolved here (auto: measured per stage)
+    time: dict[str, float] | None = None  # seconds by phase of this invocation (comparison_time; None: older)
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

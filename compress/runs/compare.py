@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -362,8 +363,15 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
 
 def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list[SeededRun], task, out: Path,
              threads: int, speed_config: SpeedConfig, say: Callable[[str], None]) -> tuple[Path, Comparison]:
+    clock = [time.perf_counter()]
+
+    def lap() -> float:
+        clock.append(time.perf_counter())
+        return clock[-1] - clock[-2]
+
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
+    teacher_s = lap()
 
     made = run_all(seeded_runs, lambda step, parent, show_progress=True: _run_or_reuse(
         config, step, out, parent, task.fingerprint, show_progress), config.executor, say)
@@ -381,9 +389,11 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
     predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, [(_, run_dir, record), *_] in
                    runs.items()}
+    runs_s = lap()
     with OtherLoad() as load:
         speeds = measure_all(predictors, data, seq_len, speed_config)
         rounds = latency_rounds(predictors, data, seq_len, speed_config)
+    speed_s = lap()
     if load.busy:
         say(load.warning())
 
@@ -420,9 +430,24 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         intervals=SETTINGS,
         differences=differences({"teacher": teacher_predictions.correct[None], **correct}),
         precision=run_precision(config.precision, config.device),   # as every RunConfig here resolved it
+        time=comparison_time([record for name, (_, record, was_reused) in made.items() if not was_reused],
+                             teacher_s=teacher_s, runs_s=runs_s, speed_s=speed_s, intervals_s=lap(),
+                             total_s=clock[-1] - clock[0]),
     )
     write_comparison(comparison.to_dict(), out)
     return out, comparison
+
+
+def comparison_time(made: list[RunRecord], **spent: float) -> dict[str, float]:
+    """Where a comparison's time went (comparison.json's ``time``), in seconds: ``spent`` by this process's
+    phases (the teacher's fine-tuning or cache, the runs, timing every model together, the intervals, the total),
+    and the runs made now (not reused) by theirs, summed (their ``phases``: training, making, evaluating, timing,
+    saving)."""
+    phases: dict[str, float] = {}
+    for record in made:
+        for phase, seconds in (record.phases or {}).items():
+            phases[f"runs_{phase}_s"] = phases.get(f"runs_{phase}_s", 0.0) + seconds
+    return {name: round(seconds, 1) for name, seconds in (spent | phases).items()} | {"runs_made": len(made)}
 
 
 def _timings(speed: Speed) -> dict[str, float]:

@@ -48,7 +48,7 @@ from compress.reports.run_record import dataset_record, model_record, ratios, re
 from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.source import Source, claimed_source
 from compress.teachers.registry import load_tokenizer
-from compress.train_config import TrainSettings
+from compress.train_config import StageRecord, TrainSettings
 from compress.training import predict
 
 
@@ -106,6 +106,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     run ``out``'s temporary directory). ``source`` is what the model was made from: the fine-tuned teacher
     for a student method, else the transform's input; ``source_tokenizer`` its tokenizer, when the caller has it
     loaded already."""
+    started = time.perf_counter()
     data = source.data if made.tokenizer is None else \
         tokenize_task(source.task, made.tokenizer, max_length=source.data.max_length)
     model = made.model
@@ -117,12 +118,14 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     dev_accuracy = dev.metrics().accuracy
     if isinstance(model, Encoder):
         model.cpu()
+    evaluated = time.perf_counter()
     # Each on its own inputs (a pruned vocabulary numbers the tokens differently) of the same length.
     speed = made.speed or {}
     if "student" not in speed:
         seq_len = speed_seq_len(source.data)
         speed = measure_models(config, source.data, seq_len, source=source.model.cpu()) | \
             measure_models(config, data, seq_len, student=model)
+    timed = time.perf_counter()
     if made.artefact is not None:
         model_dir = tmp / "model"
         made.artefact.directory.rename(model_dir)
@@ -154,6 +157,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
+        phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options))
     if made.recipe is not None:
@@ -165,6 +169,16 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         full_config["pipeline"] = pipeline
     write_run_record(tmp, record, full_config, seed=config.seed)
     return record
+
+
+def run_phases(made_s: float, stages: list[StageRecord], evaluating_s: float, timing_s: float,
+               saving_s: float) -> dict[str, float]:
+    """A run's seconds by phase: its stages' training, the rest of the ``made_s`` its method took, evaluation,
+    timing and saving (metrics.json's ``phases``)."""
+    training = sum(stage.get("seconds", 0.0) for stage in stages)
+    return {name: round(seconds, 1) for name, seconds in (
+        ("training", training), ("making", max(0.0, made_s - training)), ("evaluating", evaluating_s),
+        ("timing", timing_s), ("saving", saving_s))}
 
 
 def write_run_record(directory: Path, record: RunRecord, config: SavedConfig, *, seed: int) -> None:

@@ -28,6 +28,7 @@ from compress.bench.timing import fixed_threads
 from compress.data.batching import TokenizedTask, make_dataloader
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe
+from compress.distill.teacher_targets import zero_targets
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
@@ -187,8 +188,8 @@ def _time_steps(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any
         model.train()
         for index in range(steps + 1):
             batch = dict(batches[index % len(batches)])
-            if not objective.needs_teacher_forward:   # a logits-only stage reads the teacher's cached logits
-                batch["teacher_logits"] = torch.zeros(len(batch["input_ids"]), teacher.num_labels)
+            if objective.targets is not None:   # a run reads the teacher's outputs from their cache
+                batch |= zero_targets(objective.targets, teacher, batch)
             start = time.perf_counter()
             with autocast(precision, device):
                 loss, _ = objective(model, batch)

