@@ -134,6 +134,40 @@ def _difference(a: np.ndarray, b: np.ndarray, drawn: _Resamples, level: float) -
     return _interval(float(a.mean() - b.mean()), drawn.draws(a) - drawn.draws(b), level, a - b)
 
 
+def _difference_p(a: np.ndarray, b: np.ndarray, drawn: _Resamples) -> float:
+    """The p-value of "no difference" that :func:`_difference`'s intervals imply: the smallest ``1 - level`` at
+    which the interval leaves out 0 (found by bisection to 1e-4; 1 when none does, 1e-6 at the least)."""
+    estimate, draws, terms = float(a.mean() - b.mean()), drawn.draws(a) - drawn.draws(b), a - b
+    if estimate == 0:
+        return 1.0
+
+    def excludes_zero(alpha: float) -> bool:
+        interval = _interval(estimate, draws, 1 - alpha, terms)
+        return interval.low > 0 or interval.high < 0
+
+    low, high = 1e-6, 1.0
+    if excludes_zero(low):
+        return low
+    if not excludes_zero(high - 1e-9):
+        return 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2
+        low, high = (low, middle) if excludes_zero(middle) else (middle, high)
+    return high
+
+
+def holm(p_values: dict[tuple[str, str], float], alpha: float = 1 - LEVEL) -> set[tuple[str, str]]:
+    """The hypotheses Holm's step-down procedure rejects at family-wise error ``alpha`` (Holm 1979): sorted by
+    p-value, the i-th smallest (from 0) of m is rejected while p <= alpha / (m - i); the first that is not stops it."""
+    rejected: set[tuple[str, str]] = set()
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    for i, (key, p) in enumerate(ordered):
+        if p > alpha / (len(ordered) - i):
+            break
+        rejected.add(key)
+    return rejected
+
+
 def difference_interval(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
                         seed: int = 0) -> Interval:
     """Accuracy of ``a`` minus accuracy of ``b`` on the same test examples, with its paired interval."""
@@ -144,13 +178,22 @@ def difference_intervals(correct: dict[str, np.ndarray], *, resamples: int = RES
                          seed: int = 0) -> dict[tuple[str, str], Interval]:
     """:func:`difference_interval` of every two models of ``correct`` (``a`` before ``b`` in its order), on one
     set of resampled examples."""
+    return {pair: interval for pair, (interval, _) in
+            difference_tests(correct, resamples=resamples, level=level, seed=seed).items()}
+
+
+def difference_tests(correct: dict[str, np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
+                     seed: int = 0) -> dict[tuple[str, str], tuple[Interval, float]]:
+    """Every two models' difference with its interval (:func:`difference_intervals`) and the p-value of "no
+    difference" the intervals imply (for :func:`holm`)."""
     rows = {name: _rows(c) for name, c in correct.items()}
     for a, b in itertools.combinations(rows.values(), 2):
         _checked_pair(a, b)
     if not rows:
         return {}
     drawn = _resamples(next(iter(rows.values())).shape[1], resamples, seed)
-    return {(a, b): _difference(rows[a], rows[b], drawn, level) for a, b in itertools.combinations(rows, 2)}
+    return {(a, b): (_difference(rows[a], rows[b], drawn, level), _difference_p(rows[a], rows[b], drawn))
+            for a, b in itertools.combinations(rows, 2)}
 
 
 def retention_interval(student: np.ndarray, teacher: np.ndarray, *, resamples: int = RESAMPLES,

@@ -118,6 +118,35 @@ def test_the_front_drops_only_a_model_beaten_beyond_both_intervals():
     assert front_names(read_comparison(old)) == ["fast"]
 
 
+def test_a_difference_counts_on_the_front_only_after_holms_correction_for_every_pair():
+    """fast beats slow by 4 points with its 95% interval above 0; with its p-value recorded at 0.02 among 6 pairs
+    (Holm's first step needs 0.05 / 6) that is not enough, and slow stays on the front; at 0.001 it is dropped."""
+    weak = _comparison()
+    for d in weak["differences"]:
+        d["p"] = 0.02 if {d["a"], d["b"]} == {"fast", "slow"} else 0.5
+    said = " ".join(verdicts(read_comparison(weak)))
+    assert front_names(read_comparison(weak)) == ["fast", "precise", "slow", "teacher"]
+    assert "6 pairwise accuracy differences were compared: one is claimed only where it holds after Holm's " \
+           "correction for all 6 (a family-wise 5%)" in said
+    strong = copy.deepcopy(weak)
+    next(d for d in strong["differences"] if {d["a"], d["b"]} == {"fast", "slow"})["p"] = 0.001
+    assert front_names(read_comparison(strong)) == ["fast", "precise", "teacher"]
+    # recorded before p-values were: the uncorrected rule, said as such
+    assert "each at 95% and uncorrected for their number" in " ".join(verdicts(read_comparison(_comparison())))
+
+
+def test_with_several_seeds_the_one_run_rows_say_their_intervals_count_sentences_only():
+    data = _comparison()
+    data["methods"][0]["per_seed"] = [{"seed": 13, "accuracy": 0.84}]   # fast: made once (not seeded)
+    page = render_markdown(data)
+    teacher_row = next(line for line in page.splitlines() if line.startswith("| **teacher"))
+    fast_row = next(line for line in page.splitlines() if "fast" in line and line.startswith("| ["))
+    assert teacher_row.count("¹") == 1 and fast_row.count("¹") == 2   # the teacher's retention has no interval
+    assert "¹ one run (the teacher, or a method that neither trains nor samples)" in page
+    assert "each method's first seed's model (seed 13)" in page and "relative to one fine-tuned teacher" in page
+    assert "¹" not in render_markdown(_comparison() | {"seeds": [13]})   # one seed: every interval is one run's
+
+
 def test_the_sentences_claim_97_percent_only_above_the_interval_and_say_which_differences_are_real():
     said = " ".join(verdicts(read_comparison(_comparison())))
     assert "3 training seeds (13, 14, 15) and 1,031 test sentences" in said

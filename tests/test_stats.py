@@ -10,6 +10,8 @@ from compress.stats import (
     accuracy_interval,
     difference_interval,
     difference_intervals,
+    difference_tests,
+    holm,
     paired_difference_normal,
     retention_interval,
     wilson_interval,
@@ -47,6 +49,38 @@ def test_the_paired_interval_of_a_difference_is_narrower_than_the_unpaired_and_m
     pa, pt = student.mean(), teacher.mean()
     unpaired_half = 1.96 * np.sqrt(pa * (1 - pa) / N + pt * (1 - pt) / N)
     assert paired.half_width < unpaired_half / 2, (paired.half_width, unpaired_half)
+
+
+@pytest.mark.parametrize("flipped", [30, 60, 90])
+def test_a_differences_p_value_matches_the_paired_normal_test_and_its_interval(flipped: int):
+    """The p-value the bootstrap interval implies, against the two-sided z test of the paired normal interval (the
+    quantity McNemar's test reads); and the interval at level 1 - p touches 0."""
+    from statistics import NormalDist
+
+    teacher = _correct(0.83, seed=2)
+    student = teacher.copy()
+    rng = np.random.default_rng(flipped)
+    wrong = rng.choice(np.flatnonzero(teacher), flipped, replace=False)   # the student misses some the teacher got
+    right = rng.choice(np.flatnonzero(~teacher), flipped // 3, replace=False)
+    student[wrong], student[right] = False, True
+    [(interval, p)] = difference_tests({"s": student, "t": teacher}, seed=4).values()
+    reference = paired_difference_normal(student, teacher)
+    z = abs(reference.estimate) / (reference.half_width / NormalDist().inv_cdf(0.975))
+    p_normal = 2 * (1 - NormalDist().cdf(z))
+    assert p == pytest.approx(p_normal, rel=0.35, abs=2e-3), (p, p_normal)
+    assert (p < 0.05) == (interval.high < 0 or interval.low > 0)
+    if p > 1e-5:
+        at_p = difference_interval(student, teacher, level=1 - p, seed=4)
+        assert min(abs(at_p.low), abs(at_p.high)) < 0.002, at_p
+
+
+def test_holm_rejects_step_down_and_stops_at_the_first_it_keeps():
+    # sorted: 0.005 <= 0.05/4, 0.01 <= 0.05/3, then 0.03 > 0.05/2 stops it (0.04 is kept though <= 0.05)
+    p = {("a", "b"): 0.01, ("a", "c"): 0.04, ("b", "c"): 0.03, ("a", "d"): 0.005}
+    assert holm(p) == {("a", "d"), ("a", "b")}
+    assert holm({("a", "b"): 0.04}) == {("a", "b")}            # one comparison: the level itself
+    assert holm({("a", "b"): 0.04, ("c", "d"): 0.04}) == set()  # two: each must be under 0.025 first
+    assert holm({}) == set()
 
 
 def test_seed_to_seed_spread_widens_the_interval_and_identical_seeds_do_not():

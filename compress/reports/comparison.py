@@ -65,9 +65,19 @@ INTERVAL_NOTES = (
     ("accuracy and retention: the mean over the seeds and, in brackets, its 95% interval, low to high (over the "
      "test sentences and, with several seeds, the seeds: comparison.json's intervals.method says how; retention "
      "paired with the teacher on the same sentences)."),
-    ("speed-up: the median over rounds of the teacher's batch-1 latency / the model's, each round timing every "
-     "model once; in brackets the interquartile range of those ratios."),
+    ("retention is relative to one fine-tuned teacher: fine-tuning it again would move every retention together, "
+     "which no interval here counts."),
 )
+SPEEDUP_NOTES = {
+    # comparison.json's speed.speedup: how the speed-up column was computed
+    None: ("speed-up: the median over rounds of the teacher's batch-1 latency / the model's, each round timing "
+           "every model once; in brackets the interquartile range of those ratios (the latency column comes from "
+           "other passes)."),
+    "median rounds": ("latency and speed-up: from the same rounds, each timing every model's batch-1 latency once: "
+                      "the latency is the median of the model's rounds, the speed-up the teacher's over it; in "
+                      "brackets the interquartile range of the per-round ratios."),
+}
+ONE_RUN = "¹"   # marks an interval over the test sentences only, in a comparison of several seeds
 
 NO_NUMBERS = ShownModel()   # a step of a pipeline that has no row of its own: nothing measured
 
@@ -161,7 +171,15 @@ def _warnings(comparison: ShownComparison) -> list[str]:
 
 
 def _notes(comparison: ShownComparison) -> tuple[str, ...]:
-    return NOTES + INTERVAL_NOTES if comparison.has_intervals else NOTES
+    if not comparison.has_intervals:
+        return NOTES
+    seeds = comparison.context.seeds
+    speedup = SPEEDUP_NOTES.get(comparison.context.speedup, SPEEDUP_NOTES[None])
+    several = (f"{ONE_RUN} one run (the teacher, or a method that neither trains nor samples): its interval counts "
+               "the test sentences only; every other row's counts the seeds too.",
+               f"params, size, FLOPs, latency, throughput and speed-up: each method's first seed's model (seed "
+               f"{seeds[0]}); accuracy and retention: the mean over its seeds.") if len(seeds) > 1 else ()
+    return NOTES + INTERVAL_NOTES + (speedup, *several)
 
 
 def _front_sentences(comparison: ShownComparison) -> list[str]:
@@ -178,18 +196,24 @@ def _front_sentences(comparison: ShownComparison) -> list[str]:
 
 
 def _rows(comparison: ShownComparison) -> list[Row]:
-    """The teacher (the 100% / 1.00x reference) and then each method."""
+    """The teacher (the 100% / 1.00x reference) and then each method; with several seeds, an interval over the
+    test sentences only (one run) is marked."""
     rows = []
     teacher = comparison.teacher
+    several = comparison.has_intervals and len(comparison.context.seeds) > 1
+
+    def marked(cells: list[str], one_run: bool) -> list[str]:
+        return [c + ONE_RUN if one_run and i in (3, 4) and "(" in c else c for i, c in enumerate(cells)]
+
     if teacher is not None:
         retention = 1.0 if teacher.accuracy is not None else None
         speedup = 1.0 if teacher.latency_ms_p50 is not None else None
         name = "?" if teacher.name is None else teacher.name
-        rows.append(Row(f"teacher: {name}", None, _number_cells(teacher, retention, speedup)))
+        rows.append(Row(f"teacher: {name}", None, marked(_number_cells(teacher, retention, speedup), several)))
     for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
         short = method.method + _runtime(method) + (" ⚠" if method.note else "")
-        rows.append(Row(_display_name(method), anchor, _number_cells(method, method.retention, method.speedup),
-                        short))
+        cells = _number_cells(method, method.retention, method.speedup)
+        rows.append(Row(_display_name(method), anchor, marked(cells, several and len(method.per_seed) == 1), short))
     return rows
 
 
@@ -398,7 +422,12 @@ def render_summary(path: Path, heading: str = "##") -> str:
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]
     if said := verdicts(shown):
         lines += [_md(" ".join(said)), ""]
-    lines += _md_table([Row(row.short or row.name, None, row.cells) for row in _rows(shown)])
+    rows = _rows(shown)
+    lines += _md_table([Row(row.short or row.name, None, row.cells) for row in rows])
+    if any(ONE_RUN in cell for row in rows for cell in row.cells):
+        lines += ["", _md(next(note for note in _notes(shown) if note.startswith(ONE_RUN)))]
+    if shown.has_intervals:
+        lines += ["", _md(INTERVAL_NOTES[1][0].upper() + INTERVAL_NOTES[1][1:])]
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     lines += [_md(w) + "  " for w in _warnings(shown)]
     return "\n".join(lines).rstrip() + "\n"

@@ -113,22 +113,23 @@ class ShownInterval:
     estimate: float
     low: float
     high: float
+    p: float | None = None    # a difference's p-value of "no difference" (None: not recorded)
 
     @property
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
     @classmethod
-    def read(cls, value: object) -> ShownInterval | None:
+    def read(cls, value: object, p: object = None) -> ShownInterval | None:
         """The interval ``value`` holds, or None when it is missing or not a well-formed interval."""
         data = _object(value)
         estimate, low, high = (number(data.get(key)) for key in ("estimate", "low", "high"))
         if estimate is None or low is None or high is None or not low <= high:
             return None
-        return cls(estimate, low, high)
+        return cls(estimate, low, high, number(p))
 
     def negated(self) -> ShownInterval:
-        return ShownInterval(-self.estimate, -self.high, -self.low)
+        return ShownInterval(-self.estimate, -self.high, -self.low, self.p)
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,7 @@ class ShownContext:
     rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency
     precision: str | None = None                    # what the runs trained in (None: recorded before it was)
     time: dict[str, float] = field(default_factory=dict)   # seconds by phase (comparison.json's ``time``)
+    speedup: str | None = None          # how speed-ups were computed (speed.speedup; None: per-round medians)
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -300,6 +302,7 @@ class ShownContext:
                    if isinstance(data.get("seeds"), list) else (),
                    rounds=_as_given(_object(data.get("speed")).get("rounds")),
                    precision=_text(data.get("precision")),
+                   speedup=_text(_object(data.get("speed")).get("speedup")),
                    time={k: seconds for k, v in _object(data.get("time")).items()
                          if (seconds := number(v)) is not None})
 
@@ -361,7 +364,7 @@ def _differences(value: object) -> dict[tuple[str, str], ShownInterval]:
     """The paired accuracy differences a comparison recorded (schema 3), each well-formed one by its pair."""
     found = {}
     for entry in map(_object, value if isinstance(value, list) else []):
-        interval = ShownInterval.read(entry.get("accuracy"))
+        interval = ShownInterval.read(entry.get("accuracy"), entry.get("p"))
         if isinstance(entry.get("a"), str) and isinstance(entry.get("b"), str) and interval is not None:
             found[(entry["a"], entry["b"])] = interval
     return found

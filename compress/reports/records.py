@@ -261,6 +261,7 @@ class SpeedSettings(TypedDict, total=False):
     passes: int
     rounds: int               # rounds of batch-1 latency the speed-ups are medians of (schema 3)
     other_cpus: float | None
+    speedup: str              # "median rounds": latency and speed-up from the rounds' medians (absent: before)
 
 
 class IntervalRecord(TypedDict):
@@ -299,6 +300,7 @@ class Difference:
     a: str
     b: str
     accuracy: IntervalRecord
+    p: float | None = None    # of "no difference", as the interval implies it (None: recorded before it was)
 
 
 @dataclass(kw_only=True)
@@ -337,7 +339,7 @@ class ComparedModel(ComparedMeasures):
     backend: str
     dtype: str
     retention: float
-    speedup: float                          # the median over rounds of teacher latency / this model's latency
+    speedup: float                          # the teacher's median round latency / this model's (latency_ms_p50)
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
@@ -368,6 +370,8 @@ class Comparison:
     differences: list[Difference] = field(default_factory=list)   # every two methods' accuracies, paired
     precision: str | None = None          # what every run asked for, as resolved here (auto: measured per stage)
     time: dict[str, float] | None = None  # seconds by phase of this invocation (comparison_time; None: older)
+    config: dict[str, Any] | None = None  # the settings that make it again (CompareConfig.settings; None: older)
+    config_file: dict[str, str] | None = None   # the file that declared it (--config): name and text
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

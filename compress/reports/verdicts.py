@@ -4,9 +4,12 @@ A comparison of schema 3 has intervals: each model's accuracy and retention (95%
 the seeds), the paired difference of every two models' accuracies, and each model's batch-1 latency in every
 round of timing. There a difference is claimed only beyond its interval: model A is *faster* than B when, in
 at least three rounds out of four, B took longer than A (the first quartile of B's latency / A's latency, round
-by round, is above 1); A is *more accurate* when the whole interval of A's accuracy minus B's is above 0. The
-front keeps a model unless another is both, and a "keeps >= 97%" claim needs the retention interval's lower end
-at or above 97%.
+by round, is above 1); A is *more accurate* when A's accuracy minus B's is above 0 and "no difference" is rejected
+among all of the comparison's pairwise differences at a family-wise 5% by Holm's step-down correction (each
+difference's p-value is the one its interval implies: the smallest 1 - level at which it leaves out 0). A
+comparison recorded before p-values were keeps the uncorrected rule: the whole 95% interval above 0. The front
+keeps a model unless another is both, and a "keeps >= 97%" claim needs the retention interval's lower end at or
+above 97%.
 
 An older comparison (one seed, no intervals) keeps the rule it was written with: accuracy differences within
 one standard error of the teacher's accuracy are ties, and the faster model wins them.
@@ -20,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
-from compress.stats import ratio_quartiles
+from compress.stats import holm, ratio_quartiles
 
 RETENTION_TARGET = 0.97   # "keeps >= 97% of the teacher's accuracy": the bar the reference numbers use
 
@@ -89,20 +92,42 @@ def front_names(comparison: ShownComparison) -> list[str]:
     has them, else by the standard-error tie rule."""
     models = [(name, m) for name, m in comparison.models() if m.latency_ms_p50 is not None and m.accuracy is not None]
     if comparison.has_intervals:
-        front = [(name, m) for name, m in models if _beaten_by(comparison, name) is None]
+        differing = corrected(comparison)
+        front = [(name, m) for name, m in models if _beaten_by(comparison, name, differing) is None]
     else:
         tie = comparison.context.accuracy_standard_error or 0.0
         front = [models[i] for i in pareto_front([(m.latency_ms_p50, m.accuracy) for _, m in models], tie)]
     return [name for name, _ in sorted(front, key=lambda item: (_latency(item[1]), -(item[1].accuracy or 0)))]
 
 
-def _beaten_by(comparison: ShownComparison, name: str) -> tuple[str, SpeedRatio, ShownInterval] | None:
+def corrected(comparison: ShownComparison) -> set[frozenset[str]] | None:
+    """The pairs whose accuracies differ after Holm's correction over every recorded difference, or None when the
+    comparison recorded no p-values (then a difference counts when its 95% interval leaves out 0)."""
+    if not comparison.differences or any(d.p is None for d in comparison.differences.values()):
+        return None
+    p_values = {pair: d.p for pair, d in comparison.differences.items()}
+    return {frozenset(pair) for pair in holm(p_values)}  # type: ignore[arg-type]
+
+
+def more_accurate(comparison: ShownComparison, a: str, b: str,
+                  differing: set[frozenset[str]] | None) -> ShownInterval | None:
+    """``a``'s accuracy minus ``b``'s when ``a`` is more accurate beyond the intervals (after the correction where
+    ``differing`` holds it: :func:`corrected`), else None."""
+    difference = comparison.difference(a, b)
+    if difference is None or not difference.low > 0:
+        return None
+    return difference if differing is None or frozenset((a, b)) in differing else None
+
+
+def _beaten_by(comparison: ShownComparison, name: str,
+               differing: set[frozenset[str]] | None) -> tuple[str, SpeedRatio, ShownInterval] | None:
     """A model faster and more accurate than ``name`` beyond the intervals (the fastest such), or None."""
     models = dict(comparison.models())
     found = []
     for other, model in models.items():
-        ratio, difference = speed_ratio(model, models[name]), comparison.difference(other, name)
-        if other != name and ratio is not None and ratio.beyond and difference is not None and difference.low > 0:
+        ratio = speed_ratio(model, models[name])
+        if other != name and ratio is not None and ratio.beyond and \
+                (difference := more_accurate(comparison, other, name, differing)) is not None:
             found.append((ratio.median, other, ratio, difference))
     return max(found)[1:] if found else None
 
@@ -127,7 +152,12 @@ def _scope(comparison: ShownComparison) -> str:
                    "seed moves a student's accuracy too (compare with --seeds 3 to count it)")
     rounds = f"; speed-ups are medians of {comparison.context.rounds} rounds with their interquartile range" \
         if comparison.context.rounds else ""
-    return f"Measured with {counted}{rounds}."
+    pairs = len(comparison.differences)
+    family = (f" {pairs} pairwise accuracy differences were compared: one is claimed only where it holds after "
+              f"Holm's correction for all {pairs} (a family-wise 5%)" if corrected(comparison) is not None else
+              f" {pairs} pairwise accuracy differences were compared, each at 95% and uncorrected for their number "
+              "(recorded before p-values were)")
+    return f"Measured with {counted}{rounds}.{family}."
 
 
 def _retention(comparison: ShownComparison) -> list[str]:
@@ -158,10 +188,11 @@ def _called(name: str) -> str:
 def _front(comparison: ShownComparison) -> list[str]:
     front = front_names(comparison)
     models = dict(comparison.models())
+    differing = corrected(comparison)
     out = [f"On the Pareto front, where no other model is both faster and more accurate beyond the intervals: "
            f"{', '.join(map(_called, front))}."]
     for name in models:
-        beaten = _beaten_by(comparison, name) if name not in front else None
+        beaten = _beaten_by(comparison, name, differing) if name not in front else None
         if beaten is not None:
             other, ratio, difference = beaten
             out.append(f"Off it: {_called(name)}, as {_called(other)} is faster by {ratio.text()} and more accurate "
@@ -177,12 +208,15 @@ def _front(comparison: ShownComparison) -> list[str]:
             speed = f"{careful} is faster than {quick} by {speed_ratio(models[slow], models[fast]).text()}"  # type: ignore
         else:
             speed = f"{quick} and {careful} cannot be told apart in speed ({ratio.text()})"
-        if difference.low > 0:
+        if more_accurate(comparison, slow, fast, differing) is not None:
             accuracy = f"{careful} is more accurate by {points_text(difference)}"
-        elif difference.high < 0:
+        elif more_accurate(comparison, fast, slow, differing) is not None:
             accuracy = f"{quick} is more accurate by {points_text(difference.negated())}"
         else:
-            accuracy = f"their accuracies are not distinguishable ({careful} minus {quick}: {points_text(difference)})"
+            after = " after the correction" if differing is not None and not difference.low <= 0 <= difference.high \
+                else ""
+            accuracy = f"their accuracies are not distinguishable{after} ({careful} minus {quick}: " \
+                       f"{points_text(difference)})"
         sentence = f"{speed}; {accuracy}."
         out.append("The" + sentence[3:] if sentence.startswith("the ") else sentence)   # a method's name keeps its case
     return out

@@ -22,9 +22,10 @@ retention come with a 95% interval over the test sentences (one bootstrap) and t
 (:mod:`compress.stats`), and so does the difference between every two methods.
 Speed is always measured afresh at the end: the teacher and every method (its first seed's model) one after
 another in this process, on the same inputs and threads, in two passes (the second in reverse order, each
-model keeping its faster pass at each batch size); then in rounds, every model's batch-1 latency once per
-round in alternating order, so each speed-up is the median of per-round ratios to the teacher with its
-interquartile range.
+model keeping its faster pass at each batch size: throughput, memory, the batch-1 p90); then in rounds, every
+model's batch-1 latency once per round in alternating order. A row's latency is the median of its rounds and its
+speed-up the teacher's over it, so the two columns agree; the interquartile range of the per-round ratios says
+how much the machine moved it.
 """
 
 from __future__ import annotations
@@ -129,6 +130,17 @@ class CompareConfig:
     executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
     stop_below: float | None = None     # every trained stage stops once its dev accuracy cannot reach this
     command: str | None = None          # the command line, recorded in comparison.json (the CLI sets it)
+    config_file: dict[str, str] | None = None   # the file that declared it (--config): its name and text
+
+    def settings(self) -> dict[str, Any]:
+        """What comparison.json's ``config`` records: the settings, named as the command's options, that make the
+        same comparison again (``compress compare --like``; :mod:`compress.runs.declared`)."""
+        train = self.teacher_finetune.train
+        return {"teacher": self.teacher, "dataset": self.dataset, "dedupe": self.dedupe, "methods": list(self.methods),
+                "epochs": self.epochs, "batch_size": self.batch_size, "seeds": list(self.seeds),
+                "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
+                "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
+                "device": self.device, "precision": self.precision}
 
 
 @dataclass(frozen=True)
@@ -173,8 +185,15 @@ def parse_seeds(text: str) -> list[int]:
         raise CompressError(f"--seeds takes seeds separated by commas (13,14,15) or a count (3), not {text!r}.") \
             from None
     seeds = list(range(DEFAULT_SEED, DEFAULT_SEED + values[0])) if len(values) == 1 and "," not in text else values
+    return checked_seeds(seeds, repr(text))
+
+
+def checked_seeds(seeds: list[int], given: str | None = None) -> list[int]:
+    """``seeds`` when they are 1 to MAX_SEEDS different seeds, none negative; else one sentence (``given``: how they
+    were written)."""
     if not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise CompressError(f"--seeds must give 1 to {MAX_SEEDS} different seeds, none negative; {text!r} does not.")
+        raise CompressError(f"--seeds must give 1 to {MAX_SEEDS} different seeds, none negative; "
+                            f"{given or seeds} does not.")
     return seeds
 
 
@@ -413,14 +432,14 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
         speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "rounds": len(rounds["teacher"]),
-                                      "other_cpus": load.cpus},
+                                      "other_cpus": load.cpus, "speedup": "median rounds"},
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
             size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_metrics.macro_f1,
-            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed),
+            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed, rounds["teacher"]),
             accuracy_interval=teacher_interval(teacher_predictions), latency_rounds_ms=rounds["teacher"]),
         methods=[_compared(step, by_name, runs, speeds, rounds, correct[step.name], teacher_predictions, seq_len)
                  for step in planned],
@@ -430,6 +449,8 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         intervals=SETTINGS,
         differences=differences({"teacher": teacher_predictions.correct[None], **correct}),
         precision=run_precision(config.precision, config.device),   # as every RunConfig here resolved it
+        config={k: v for k, v in config.settings().items() if v is not None},
+        config_file=config.config_file,
         time=comparison_time([record for name, (_, record, was_reused) in made.items() if not was_reused],
                              teacher_s=teacher_s, runs_s=runs_s, speed_s=speed_s, intervals_s=lap(),
                              total_s=clock[-1] - clock[0]),
@@ -450,8 +471,11 @@ def comparison_time(made: list[RunRecord], **spent: float) -> dict[str, float]:
     return {name: round(seconds, 1) for name, seconds in (spent | phases).items()} | {"runs_made": len(made)}
 
 
-def _timings(speed: Speed) -> dict[str, float]:
-    return {k: speed[k] for k in ("latency_ms_p50", "latency_ms_p90", "throughput", "peak_memory_bytes")}
+def _timings(speed: Speed, rounds: list[float]) -> dict[str, float]:
+    """A row's speed: batch-1 latency p50 from the rounds the speed-ups come from (the median of its rounds, so
+    latency and speed-up agree), its p90 (the slowest tenth of calls), throughput and memory from the passes."""
+    return {"latency_ms_p50": float(np.median(rounds))} | \
+        {k: speed[k] for k in ("latency_ms_p90", "throughput", "peak_memory_bytes")}
 
 
 def _label(step: PlannedRun) -> str:
@@ -472,7 +496,7 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
     sentences = [explanation(planned[name].method.name, ratios, against)
                  for name, ratios, against in zip(step.steps, _step_ratios(step, first), inputs)]
     accuracy, retention = method_intervals(correct, teacher)
-    speedup, q1, q3 = ratio_quartiles(rounds["teacher"], rounds[step.name])
+    _, q1, q3 = ratio_quartiles(rounds["teacher"], rounds[step.name])   # how the rounds spread the speed-up
     per_seed = [SeedResult(seed, str(d), r.student.accuracy, r.student.macro_f1, r.retention)
                 for seed, d, r in runs[step.name]]
     return ComparedModel(
@@ -482,7 +506,8 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         params_by_component=student.params_by_component, size_bytes=student.size_bytes,
         accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
         flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
-        retention=retention["estimate"], **_timings(speed), speedup=speedup,
+        retention=retention["estimate"], **_timings(speed, rounds[step.name]),
+        speedup=float(np.median(rounds["teacher"]) / np.median(rounds[step.name])),
         throughput_speedup=speed["throughput"] / speeds["teacher"]["throughput"],
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),

@@ -15,7 +15,7 @@ import numpy as np
 from compress.errors import CompressError
 from compress.predictions import Predictions
 from compress.reports.records import Difference, IntervalRecord, IntervalSettings
-from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, difference_intervals, retention_interval
+from compress.stats import LEVEL, RESAMPLES, Interval, accuracy_interval, difference_tests, retention_interval
 
 SETTINGS = IntervalSettings(
     level=LEVEL, resamples=RESAMPLES,
@@ -51,5 +51,6 @@ def method_intervals(rows: np.ndarray, teacher: Predictions) -> tuple[IntervalRe
 
 def differences(rows: dict[str, np.ndarray]) -> list[Difference]:
     """The accuracy difference of every two models (the teacher among them; in the order given: ``a`` before
-    ``b``), paired."""
-    return [Difference(a, b, record(interval)) for (a, b), interval in difference_intervals(rows).items()]
+    ``b``), paired, with the p-value its intervals imply (the report corrects them for their number: Holm)."""
+    return [Difference(a, b, record(interval), p=round(p, 6))
+            for (a, b), (interval, p) in difference_tests(rows).items()]
