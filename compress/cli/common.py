@@ -24,8 +24,9 @@ TEACHER_EPOCHS = typer.Option(None, help="Epochs of teacher fine-tuning (default
 TEACHER_LR = typer.Option(None, help="Learning rate of teacher fine-tuning.")
 TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning (default 32).")
 DEVICE = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU).")
-PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: bf16 where the device "
-                                      "computes it natively, else fp32), fp32, bf16 (autocast) or fp16 (CUDA only).")
+PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: where the device computes "
+                                      "bf16 natively, the faster of fp32 and bf16, timed per stage; else fp32), fp32, "
+                                      "bf16 (autocast) or fp16 (CUDA only).")
 
 
 def print_json(obj: Any) -> None:

@@ -30,9 +30,11 @@ from compress.teachers.registry import DEFAULT_TEACHER
 
 if TYPE_CHECKING:
     from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
+    from compress.runs.compare import CompareConfig
 
 
 def compare(
+    ctx: typer.Context,
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
@@ -62,28 +64,21 @@ def compare(
     address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),
     cpus_per_run: float = typer.Option(1.0, help="CPUs each Ray task declares (and trains with)."),
     gpus_per_run: float = typer.Option(0.0, help="GPUs each Ray task declares."),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="A TOML or YAML file declaring the comparison: settings named as these options "
+                               "(methods = [...], seeds = [13, 14, 15], ...); an option given here wins."),
+    like: Path | None = typer.Option(
+        None, "--like", help="Make again the comparison a comparison.json records: its methods, options, seeds, "
+                             "precision and the backends --backend auto chose (an option given here wins)."),
+    ignore_versions: bool = typer.Option(False, "--ignore-versions",
+                                         help="With --like, go on where the installed packages differ from the "
+                                              "record's."),
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
-    from compress.errors import CompressError
-    from compress.registry.pipeline import split_list
-    from compress.runs.compare import CompareConfig, parse_seeds
     from compress.runs.compare import compare as run_compare
-    from compress.runs.executors import Executor
-    from compress.train_config import DEFAULT_SEED
 
-    config = CompareConfig(teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, epochs=epochs,
-                           batch_size=batch_size, seeds=[DEFAULT_SEED if seed is None else seed], threads=threads,
-                           seq_len=seq_len, repeats=repeats, device=device, precision=precision,
-                           executor=Executor(executor, address, cpus_per_run, gpus_per_run),
-                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
-                           command=shlex.join(["compress", *sys.argv[1:]]))
-    if methods is not None:
-        config.methods = split_list(methods)
-    if seeds is not None:
-        if seed is not None:
-            raise CompressError("give --seed (one seed) or --seeds (several), not both.")
-        config.seeds = parse_seeds(seeds)
+    config = _compare_config(ctx, config_file, like, ignore_versions)
     directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     if as_json:
         print_json(comparison.to_dict())
@@ -92,6 +87,85 @@ def compare(
 
     console.print(_table(read_comparison(comparison.to_dict())))
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
+
+
+def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | None,
+                    ignore_versions: bool) -> CompareConfig:
+    """The comparison the options ask for: a recorded one (--like), then a declared file (--config), then the
+    options given on this command line, each over the one before; defaults where none says."""
+    from compress.errors import CompressError
+    from compress.registry.pipeline import split_list
+    from compress.runs.compare import CompareConfig, checked_seeds, parse_seeds
+    from compress.runs.declared import SETTINGS, read_declared
+    from compress.runs.executors import Executor
+    from compress.train_config import DEFAULT_SEED
+
+    given = {name: ctx.params[name] for name in SETTINGS}
+    explicit = {name for name in SETTINGS if _on_command_line(ctx, name)}
+    declared: dict[str, object] = {}
+    if like is not None:
+        declared |= _like_settings(ctx, like, ignore_versions)
+    file_text = None
+    if config_file is not None:
+        found, file_text = read_declared(config_file)
+        declared |= found
+    if explicit & {"seed", "seeds"}:   # one seed or several: what this command line says replaces what was declared
+        declared = {k: v for k, v in declared.items() if k not in ("seed", "seeds")}
+    s = given | {k: v for k, v in declared.items() if k not in explicit}
+    config = CompareConfig(
+        teacher=s["teacher"], dataset=s["dataset"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
+        batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
+        seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], precision=s["precision"],
+        executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
+        teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"]),
+        command=shlex.join(["compress", *sys.argv[1:]]),
+        config_file={"name": config_file.name, "text": file_text} if config_file is not None else None)
+    if s["methods"] is not None:
+        config.methods = split_list(s["methods"]) if isinstance(s["methods"], str) else list(s["methods"])
+    if s["seeds"] is not None:
+        if s["seed"] is not None:
+            raise CompressError("give --seed (one seed) or --seeds (several), not both.")
+        config.seeds = checked_seeds(list(s["seeds"])) if isinstance(s["seeds"], list) else parse_seeds(str(s["seeds"]))
+    return config
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (typer carries its own copy of click, so its
+    ParameterSource is compared by name)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _like_settings(ctx: typer.Context, path: Path, ignore_versions: bool) -> dict[str, object]:
+    """The settings of the comparison ``path`` records (see :mod:`compress.runs.declared`); one that was recorded
+    before comparisons kept them, from the command line it recorded, parsed as this command parses its own."""
+    from compress.errors import CompressError
+    from compress.runs.declared import SETTINGS, pin_backends, read_comparison_record, settings_of, version_differences
+
+    record = read_comparison_record(path)
+    differences = version_differences(record)
+    if differences and not ignore_versions:
+        raise CompressError(f"{path} was made with other package versions than these: {'; '.join(differences)} "
+                            "(--ignore-versions goes on).")
+    settings = settings_of(record, path)
+    if settings is None:
+        command = record.get("command")
+        words = shlex.split(command) if command else []
+        if words[:2] != ["compress", "compare"]:
+            raise CompressError(f"{path} records neither its settings nor a compress compare command line, so it "
+                                "cannot be made again.")
+        try:
+            recorded = ctx.command.make_context("compare", words[2:], parent=ctx.parent)
+        except Exception as e:  # noqa: BLE001 - click's own errors, for a command line this version reads otherwise
+            raise CompressError(f"{path}'s command line ({command}) does not parse here: {e}.") from None
+        settings = {name: recorded.params[name] for name in SETTINGS
+                    if name != "out" and _on_command_line(recorded, name)}
+        settings["methods"] = pin_backends([row["method"] for row in record["methods"]], record)
+        if record.get("seeds"):
+            settings = {k: v for k, v in settings.items() if k != "seed"} | {"seeds": list(record["seeds"])}
+        if record.get("precision"):
+            settings["precision"] = record["precision"]
+    return settings
 
 
 def _cells(model: ShownModel, retention: float | None, speedup: float | None,
