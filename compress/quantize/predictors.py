@@ -80,14 +80,18 @@ def renumbering(teacher_vocab: Mapping[str, int], vocab: Mapping[str, int], unk:
 SLOW_FUSIONS = ["SkipLayerNormFusion"]
 
 
-def ort_session(path: Path, threads: int, save_optimized: Path | None = None) -> Any:
+def ort_session(path: Path, threads: int, save_optimized: Path | None = None, spinning: bool = True) -> Any:
     """An ONNX Runtime CPU session on ``threads`` threads with every graph optimization but
-    :data:`SLOW_FUSIONS`; ``save_optimized`` also writes the graph as optimized (to inspect it)."""
+    :data:`SLOW_FUSIONS`; ``save_optimized`` also writes the graph as optimized (to inspect it). ``spinning``
+    False stops its worker threads from spin-waiting for the next call after one ends (they take the cores the
+    next model timed needs: ``benchmarks/contamination.py``)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if save_optimized is not None:
         options.optimized_model_filepath = str(save_optimized)
@@ -102,11 +106,12 @@ class OrtPredictor:
     path: Path
     threads: int
     dtype: str = "fp32"
+    spinning: bool = True
     backend: str = "onnxruntime"
     session: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.session = ort_session(self.path, self.threads)
+        self.session = ort_session(self.path, self.threads, spinning=self.spinning)
         self._inputs = [i.name for i in self.session.get_inputs()]
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
