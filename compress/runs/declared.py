@@ -21,6 +21,7 @@ kept their settings gives them through the command line it recorded.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -39,6 +40,8 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "teacher_batch_size": (int,), "device": (str,), "precision": (str,), "executor": (str,), "address": (str,),
     "cpus_per_run": (float, int), "gpus_per_run": (float, int),
 }
+
+
 def read_declared(path: Path) -> tuple[dict[str, Any], str]:
     """The settings ``path`` declares (TOML, or YAML for .yaml/.yml), checked, and the file's text."""
     path = Path(path)
@@ -115,8 +118,6 @@ def version_differences(comparison: dict[str, Any]) -> list[str]:
 
 def read_comparison_record(path: Path) -> dict[str, Any]:
     """A comparison.json to copy (``--like``), in one sentence when it is not one."""
-    import json
-
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
