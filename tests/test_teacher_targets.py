@@ -71,13 +71,13 @@ def test_stored_targets_are_the_teachers_outputs_to_bf16_rounding(data):
         real = batch["attention_mask"].bool()
         torch.testing.assert_close(batch["teacher_logits"], out.logits, rtol=1e-4, atol=1e-5)
         for k, index in enumerate(spec.hidden):
-            stored, fresh = batch["teacher_hidden"][k], out.hidden_states[index]
+            stored, fresh = batch["teacher_hidden"][:, k], out.hidden_states[index]
             assert stored.dtype == torch.bfloat16 and stored.shape == fresh.shape
             torch.testing.assert_close(stored[real].float(), fresh[real], rtol=1e-2, atol=1e-2)
             assert not stored[~real].any()                                   # padding is zero, never stored
         pairs = real[:, None, :, None] & real[:, None, None, :]
         for k, index in enumerate(spec.layers):
-            stored, fresh = batch["teacher_attention"][k], out.attention_scores[index]
+            stored, fresh = batch["teacher_attention"][:, k], out.attention_scores[index]
             pairs_h = pairs.expand_as(fresh)
             torch.testing.assert_close(stored[pairs_h].float(), fresh[pairs_h], rtol=1e-2, atol=2e-2)
             assert not stored[~pairs_h].any()

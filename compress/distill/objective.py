@@ -94,9 +94,9 @@ class DistillationObjective(nn.Module):
             return None
         out = SimpleNamespace(logits=batch["teacher_logits"])
         if spec.hidden:
-            out.hidden_states = dict(zip(spec.hidden, batch["teacher_hidden"], strict=True))
+            out.hidden_states = dict(zip(spec.hidden, batch["teacher_hidden"].unbind(1), strict=True))
         if spec.attention:
-            setattr(out, spec.attention, dict(zip(spec.layers, batch["teacher_attention"], strict=True)))
+            setattr(out, spec.attention, dict(zip(spec.layers, batch["teacher_attention"].unbind(1), strict=True)))
         return out
 
     def _pairs(self, term: LossTerm, student: EncoderOutput, teacher: Any) -> list[tuple[Any, Any]]:

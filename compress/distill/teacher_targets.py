@@ -85,22 +85,23 @@ class StoredTargets:
     heads: int = 0
 
     def batch(self, index: Sequence[int], length: int) -> dict[str, torch.Tensor]:
-        """``teacher_logits`` (B, C) and, where stored, ``teacher_hidden`` (K, B, length, H) and
-        ``teacher_attention`` (L, B, heads, length, length), zero past each example's tokens."""
+        """``teacher_logits`` (B, C) and, where stored, ``teacher_hidden`` (B, K, length, H) and
+        ``teacher_attention`` (B, L, heads, length, length), zero past each example's tokens. The batch comes first in
+        each, as in every tensor of a batch, so a data-parallel process takes its slice of all of them alike."""
         out = {"teacher_logits": self.logits[list(index)].float()}
         if self.hidden is not None:
-            hidden = torch.zeros(len(self.spec.hidden), len(index), length, self.hidden.shape[-1], dtype=torch.bfloat16)
+            hidden = torch.zeros(len(index), len(self.spec.hidden), length, self.hidden.shape[-1], dtype=torch.bfloat16)
             for row, i in enumerate(index):
                 start, stop = int(self.token_offsets[i]), int(self.token_offsets[i + 1])
-                hidden[:, row, : stop - start] = self.hidden[start:stop].transpose(0, 1)
+                hidden[row, :, : stop - start] = self.hidden[start:stop].transpose(0, 1)
             out["teacher_hidden"] = hidden
         if self.attention is not None:
             layers = len(self.spec.layers)
-            maps = torch.zeros(layers, len(index), self.heads, length, length, dtype=torch.bfloat16)
+            maps = torch.zeros(len(index), layers, self.heads, length, length, dtype=torch.bfloat16)
             for row, i in enumerate(index):
                 start, stop = int(self.map_offsets[i]), int(self.map_offsets[i + 1])
                 n = int(self.token_offsets[i + 1] - self.token_offsets[i])
-                maps[:, row, :, :n, :n] = self.attention[start:stop].view(layers, self.heads, n, n)
+                maps[row, :, :, :n, :n] = self.attention[start:stop].view(layers, self.heads, n, n)
             out["teacher_attention"] = maps
         return out
 
@@ -205,14 +206,15 @@ def stored_targets(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
     return cached(target, "teacher targets", build, load)[0]
 
 
-def zero_targets(spec: TargetSpec, teacher: EncoderConfig, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def zero_targets(spec: TargetSpec, teacher: EncoderConfig,
+                 batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Stored targets of the right shapes for ``batch``, all zero: what a step reads, for timing one untrained."""
     size, length = batch["input_ids"].shape
     out = {"teacher_logits": torch.zeros(size, teacher.num_labels)}
     if spec.hidden:
-        out["teacher_hidden"] = torch.zeros(len(spec.hidden), size, length, teacher.hidden_size, dtype=torch.bfloat16)
+        out["teacher_hidden"] = torch.zeros(size, len(spec.hidden), length, teacher.hidden_size, dtype=torch.bfloat16)
     if spec.attention:
-        out["teacher_attention"] = torch.zeros(len(spec.layers), size, teacher.num_heads, length, length,
+        out["teacher_attention"] = torch.zeros(size, len(spec.layers), teacher.num_heads, length, length,
                                                dtype=torch.bfloat16)
     return out
 
