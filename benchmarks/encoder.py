@@ -6,8 +6,8 @@
 Every speed-up `compress` reports is measured against our own encoder running the teacher, so it must
 not be the slow side. Both models get the same weights (the teacher's checkpoint, loaded by each) and
 the same real MR test sentences cut to exactly ``--seq-len`` tokens, timed by
-``compress.bench.speed.measure_all`` (the measurement `compress compare` uses: warm-up calls, the median
-of many calls, threads fixed, several passes in alternating order, each model's fastest pass kept).
+``compress.bench.speed.measure_all`` (warm-up calls, the median of many calls, threads fixed, several passes
+in alternating order, each model's fastest pass kept).
 Ratios are transformers' time / ours: above 1 means ours is faster. The "paired" ratios time the two
 back to back, call after call, and take the median of the per-pair ratios: the steadier figure on a
 machine shared with other work.

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -239,6 +240,12 @@ def paired_difference_normal(a: np.ndarray, b: np.ndarray, level: float = LEVEL)
     difference = (only_a - only_b) / n
     spread = _z(level) * math.sqrt(max((only_a + only_b) / n**2 - (only_a - only_b) ** 2 / n**3, 0.0))
     return Interval(difference, difference - spread, difference + spread, level)
+
+
+def pass_ratios(numerators: Sequence[Sequence[float]], denominators: Sequence[Sequence[float]]) -> list[float]:
+    """Each pass's ratio of two models' median round latencies (``numerators``, ``denominators``: each pass's
+    rounds): one draw of a speed-up per independent pass, whose range is its run-to-run spread."""
+    return [float(np.median(n) / np.median(d)) for n, d in zip(numerators, denominators, strict=True) if n and d]
 
 
 def ratio_quartiles(numerators: list[float], denominators: list[float]) -> tuple[float, float, float]:

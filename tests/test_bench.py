@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -156,6 +157,78 @@ def test_measure_all_alternates_order_and_keeps_each_batch_sizes_fastest_pass(mo
     assert a["peak_memory_bytes"] == 90 and b["passes"] == 3
     with pytest.raises(CompressError):
         speed.measure_all({"a": "a"}, None, 8, speed.SpeedConfig(threads=1), passes=0)
+
+
+class _Clock:
+    """A stand-in for the time module whose clock moves only when a fake model runs."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_timed_passes_loads_every_model_afresh_each_pass_in_a_new_order_and_times_from_the_same_calls(monkeypatch):
+    """Three passes of five rounds: every pass uses the models its own load returned, in an order unlike the pass
+    before it, rounds alternating forward and reverse; latency, the pass medians and the large batch all come from
+    these calls (a fake clock moved by the models: b costs 3 ms in passes 0 and 2, 6 ms in pass 1)."""
+    from compress.bench import speed, timing
+
+    clock, log, loads = _Clock(), [], []
+    monkeypatch.setattr(timing, "time", clock)
+    monkeypatch.setattr(speed, "speed_batch", lambda data, batch, seq_len: batch)
+    monkeypatch.setattr(speed, "peak_memory_bytes", lambda fn: (fn(), 100 + len(loads))[1])
+
+    class Model:
+        def __init__(self, name: str, number: int, ms: float) -> None:
+            self.name, self.number, self.ms = name, number, ms
+
+        def __call__(self, batch: int) -> None:
+            log.append((self.number, self.name, batch))
+            clock.now += self.ms * (10 if batch > 1 else 1) / 1000
+
+    def load():
+        number = len(loads)
+        loads.append(number)
+        return {"t": Model("t", number, 12.0), "a": Model("a", number, 4.0),
+                "b": Model("b", number, 6.0 if number == 1 else 3.0)}
+
+    config = speed.SpeedConfig(threads=1, repeats=15, batch_size=32, batch_repeats=4)
+    result = speed.timed_passes(load, None, 8, config, passes=3, rounds=5)
+    assert loads == [0, 1, 2]
+    calls = 5 + speed.ROUND_WARMUP   # repeats // 3 timed calls, after the warm-up
+    orders = []
+    for number in range(3):
+        batch_one = [name for n, name, batch in log if n == number and batch == 1]
+        rounds = [batch_one[i:i + 3 * calls:calls] for i in range(0, len(batch_one), 3 * calls)]
+        assert len(batch_one) == 5 * 3 * calls and all(batch_one[i:i + calls] == [batch_one[i]] * calls
+                                                       for i in range(0, len(batch_one), calls))
+        assert rounds[1] == rounds[0][::-1] and rounds[2] == rounds[0] and sorted(rounds[0]) == ["a", "b", "t"]
+        orders.append(rounds[0])
+        # the large batch after the rounds: the peak memory call, then its timed calls
+        assert [name for n, name, batch in log if n == number and batch == 32] == \
+            [name for name in rounds[0] for _ in range(1 + 4)]
+    assert orders[0] != orders[1] != orders[2] and orders == speed.pass_orders(["t", "a", "b"], 3)
+    t, a, b = result["t"], result["a"], result["b"]
+    assert np.array(t.rounds_ms) == pytest.approx(np.full((3, 5), 12.0))
+    assert b.pass_medians == pytest.approx([3.0, 6.0, 3.0]) and b.latency_ms_p50 == pytest.approx(3.0)
+    assert len(b.calls_ms) == 3 * 5 * 5 and b.batch_ms == pytest.approx([30.0, 60.0, 30.0])
+    assert a.peak_memory_bytes == 103   # the largest of the passes'
+    from compress.stats import pass_ratios
+    assert pass_ratios(t.rounds_ms, b.rounds_ms) == pytest.approx([4.0, 2.0, 4.0])
+    with pytest.raises(CompressError):
+        speed.timed_passes(load, None, 8, config, passes=0)
+
+
+def test_pass_orders_are_seeded_permutations_each_unlike_the_one_before():
+    from compress.bench.speed import pass_orders
+
+    names = ["teacher", "int8", "onnx"]
+    orders = pass_orders(names, 6)
+    assert orders == pass_orders(names, 6) and all(sorted(o) == sorted(names) for o in orders)
+    assert all(a != b for a, b in itertools.pairwise(orders))
+    assert pass_orders(["one"], 3) == [["one"]] * 3
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import gc
+import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from compress.bench.inputs import speed_batch
 from compress.bench.measurement import Speed
 from compress.bench.memory import peak_memory_bytes
-from compress.bench.timing import default_threads, fixed_threads, time_call
+from compress.bench.timing import default_threads, fixed_threads, time_call, timed_calls
 from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
 
@@ -81,25 +86,77 @@ def measure_all(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: 
     return result
 
 
-ROUNDS = 15   # rounds of batch-1 latency in a comparison, each timing every model once
+PASSES = 3    # independent passes of a comparison's timing: every model loaded afresh, a new order each pass
+ROUNDS = 5    # rounds of batch-1 latency in each pass, each timing every model once
+ROUND_WARMUP = 2   # untimed calls before a model's calls in a round: the runtime that ran before it has let go
 
 
-def latency_rounds(predictors: dict[str, Predictor], data: TokenizedTask, seq_len: int, config: SpeedConfig,
-                   rounds: int = ROUNDS) -> dict[str, list[float]]:
-    """Each predictor's batch-1 latency (the median of ``config.repeats // 3`` calls, at least 5) in each of
-    ``rounds`` rounds, in milliseconds. A round times every model once, the order alternating forward and
-    reverse, so a model's round ``r`` and the teacher's were measured a few seconds apart, under the same load:
-    their ratio is one draw of the speed-up, and the rounds' spread is how much the machine moved it."""
-    if rounds < 1:
-        raise CompressError("speed is measured in at least one round.")
-    one = speed_batch(data, 1, seq_len)
+@dataclass
+class PassTimings:
+    """One model's timings over a comparison's passes (:func:`timed_passes`)."""
+
+    rounds_ms: list[list[float]] = field(default_factory=list)   # per pass, each round's median batch-1 latency
+    calls_ms: list[float] = field(default_factory=list)          # every timed batch-1 call, all passes
+    batch_ms: list[float] = field(default_factory=list)          # per pass, the median large-batch latency
+    peak_memory_bytes: int = 0                                   # the largest over the passes
+
+    @property
+    def latency_ms_p50(self) -> float:
+        """The median of every round of every pass: the latency a speed-up divides."""
+        return float(np.median([ms for rounds in self.rounds_ms for ms in rounds]))
+
+    @property
+    def pass_medians(self) -> list[float]:
+        """Each pass's median round: one draw of the model's latency per pass."""
+        return [float(np.median(rounds)) for rounds in self.rounds_ms]
+
+
+def pass_orders(names: list[str], passes: int) -> list[list[str]]:
+    """The order models are timed in, pass by pass: a shuffle per pass (seeded by its number, so a comparison can
+    be timed again in the same orders), never the order of the pass before when there are two models or more."""
+    orders: list[list[str]] = []
+    for number in range(passes):
+        rng = random.Random(number)
+        order = rng.sample(names, len(names))
+        while len(set(names)) > 1 and orders and order == orders[-1]:
+            order = rng.sample(names, len(names))
+        orders.append(order)
+    return orders
+
+
+def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, seq_len: int, config: SpeedConfig,
+                 passes: int = PASSES, rounds: int = ROUNDS) -> dict[str, PassTimings]:
+    """Every model's speed in ``passes`` independent passes. Each pass loads every model afresh (``load``), then
+    times ``rounds`` rounds of batch-1 latency (every model once a round, ``config.repeats // 3`` calls, at least
+    5, after :data:`ROUND_WARMUP` untimed ones; the pass's order forward, then reversed, alternating), then each
+    model's large batch (its peak memory on the first call, then ``config.batch_repeats`` timed calls).
+
+    Within a pass, a model's round and the teacher's were timed seconds apart under the same load, so latency and
+    speed-up come from the same timings; across passes, what a fresh load and another order change (memory
+    layout, which runtime ran before which) is counted, so the passes' spread is the speed-up's run-to-run spread.
+    """
+    if passes < 1 or rounds < 1:
+        raise CompressError("speed is measured in at least one pass of at least one round.")
+    one, many = speed_batch(data, 1, seq_len), speed_batch(data, config.batch_size, seq_len)
     calls = max(5, config.repeats // 3)
-    measured: dict[str, list[float]] = {name: [] for name in predictors}
-    with fixed_threads(config.threads):
-        for number in range(rounds):
-            order = list(predictors) if number % 2 == 0 else list(predictors)[::-1]
+    timings: dict[str, PassTimings] = {}
+    for number in range(passes):
+        predictors = load()
+        order = pass_orders(list(predictors), passes)[number]
+        for name in predictors:
+            timings.setdefault(name, PassTimings()).rounds_ms.append([])
+        with fixed_threads(config.threads):
+            for round_number in range(rounds):
+                for name in order if round_number % 2 == 0 else order[::-1]:
+                    ms = timed_calls(partial(predictors[name], one), warmup=ROUND_WARMUP, repeats=calls)
+                    timings[name].rounds_ms[-1].append(float(np.median(ms)))
+                    timings[name].calls_ms.extend(ms.tolist())
             for name in order:
-                timing = time_call(partial(predictors[name], one), batch_size=1, warmup=1, repeats=calls)
-                measured[name].append(timing.p50_ms)
-    return measured
-
+                timing = timings[name]
+                timing.peak_memory_bytes = max(timing.peak_memory_bytes,
+                                               peak_memory_bytes(partial(predictors[name], many)))
+                timing.batch_ms.append(float(np.median(timed_calls(partial(predictors[name], many), warmup=0,
+                                                                   repeats=config.batch_repeats))))
+        del predictors
+        gc.collect()
+    return timings

@@ -56,6 +56,14 @@ def _timed_runs(fn: Callable[[], object], repeats: int, min_seconds: float) -> l
     return durations
 
 
+def timed_calls(fn: Callable[[], object], *, warmup: int, repeats: int, min_seconds: float = 0.0) -> np.ndarray:
+    """Every timed call's duration in milliseconds: ``repeats`` calls (and more until ``min_seconds`` have passed)
+    after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    return np.asarray(_timed_runs(fn, repeats, min_seconds)) * 1000
+
+
 def time_call(
     fn: Callable[[], object],
     *,
@@ -70,9 +78,7 @@ def time_call(
     selection) that would otherwise inflate the first timed runs.
     """
     _check_args(batch_size, warmup, repeats, min_seconds)
-    for _ in range(warmup):
-        fn()
-    ms = np.asarray(_timed_runs(fn, repeats, min_seconds)) * 1000
+    ms = timed_calls(fn, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
     return Timing(
         p50_ms=float(np.percentile(ms, 50)),
         p90_ms=float(np.percentile(ms, 90)),

@@ -123,12 +123,13 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_artefact(directory: Path, threads: int) -> Predictor:
-    """The predictor of an artefact directory written by :func:`write_artefact`."""
+def load_artefact(directory: Path, threads: int, spinning: bool = True) -> Predictor:
+    """The predictor of an artefact directory written by :func:`write_artefact` (``spinning``: whether ONNX
+    Runtime's workers spin-wait for the next call, see :func:`compress.quantize.predictors.ort_session`)."""
     manifest = read_manifest(directory)
     weights = Path(directory) / manifest["weights"]
     if manifest["backend"] == "onnxruntime":
-        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"])
+        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"], spinning=spinning)
     if manifest["backend"] == "openvino":
         return OvPredictor(weights, threads=threads, dtype=manifest["dtype"])
     config = EncoderConfig.from_dict(manifest["encoder"])

@@ -76,6 +76,10 @@ SPEEDUP_NOTES = {
     "median rounds": ("latency and speed-up: from the same rounds, each timing every model's batch-1 latency once: "
                       "the latency is the median of the model's rounds, the speed-up the teacher's over it; in "
                       "brackets the interquartile range of the per-round ratios."),
+    "passes": ("latency, throughput and speed-up: from the same independent passes, each loading every model "
+               "afresh and timing them in a new order, in rounds (every model's batch-1 latency once a round), then "
+               "the large batch; the latency is the median of the model's rounds, the speed-up the teacher's over "
+               "it; in brackets the lowest and highest pass's speed-up (its run-to-run spread)."),
 }
 ONE_RUN = "¹"   # marks an interval over the test sentences only, in a comparison of several seeds
 
@@ -116,8 +120,12 @@ def _with_interval(x: float | None, interval: ShownInterval | None) -> str:
         f"{100 * x:.1f} ({100 * interval.low:.1f}–{100 * interval.high:.1f})"
 
 
-def _speedup_cell(x: float | None, iqr: tuple[float, float] | None) -> str:
-    return _speedup(x) if iqr is None or x is None else f"{x:.2f}x ({iqr[0]:.2f}–{iqr[1]:.2f})"
+def _speedup_cell(x: float | None, method: ShownMethod | None) -> str:
+    """The speed-up with, in brackets, the lowest and highest pass's (timed in passes) or the rounds' IQR."""
+    spread = None if method is None else \
+        (min(method.speedup_passes), max(method.speedup_passes)) if len(method.speedup_passes) > 1 else \
+        method.speedup_iqr
+    return _speedup(x) if spread is None or x is None else f"{x:.2f}x ({spread[0]:.2f}–{spread[1]:.2f})"
 
 
 def _number_cells(model: ShownModel, retention: float | None, speedup: float | None) -> list[str]:
@@ -127,7 +135,7 @@ def _number_cells(model: ShownModel, retention: float | None, speedup: float | N
             _with_interval(model.accuracy, model.accuracy_interval),
             _with_interval(retention, method.retention_interval if method else None),
             _scaled(1, model.latency_ms_p50), _throughput(model.throughput),
-            _speedup_cell(speedup, method.speedup_iqr if method else None)]
+            _speedup_cell(speedup, method)]
 
 
 # --- the rows both renderers share -------------------------------------------------------------

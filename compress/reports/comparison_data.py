@@ -151,14 +151,22 @@ class ShownModel:
     throughput: float | None = None
     params_by_component: dict[str, float | None] | None = None   # None: no breakdown recorded
     accuracy_interval: ShownInterval | None = None   # schema 3: over the test sentences (and seeds)
-    latency_rounds: tuple[float, ...] = ()           # schema 3: batch-1 latency in each round, ms
+    latency_passes: tuple[tuple[float, ...], ...] = ()   # batch-1 latency in each round of each pass, ms; a
+                                                         # schema 3 record before passes: its rounds as one
+
+    @property
+    def latency_rounds(self) -> tuple[float, ...]:
+        """Every round, pass after pass: round r of two models was timed together."""
+        return tuple(ms for rounds in self.latency_passes for ms in rounds)
 
     @staticmethod
     def _measures(data: dict[str, object]) -> dict[str, Any]:
+        passes = data.get("latency_passes_ms")
+        rounds = tuple(_numbers(p) for p in passes) if isinstance(passes, list) else \
+            tuple(r for r in [_numbers(data.get("latency_rounds_ms"))] if r)
         return {key: number(data.get(key))
                 for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")} | {
-            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")),
-            "latency_rounds": _numbers(data.get("latency_rounds_ms"))}
+            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")), "latency_passes": rounds}
 
     @staticmethod
     def _components(data: dict[str, object]) -> dict[str, float | None] | None:
@@ -195,6 +203,7 @@ class ShownMethod(ShownModel):
     sections: tuple[Section, ...] = ()  # its own part of the report, under its explanation
     retention_interval: ShownInterval | None = None     # schema 3
     speedup_iqr: tuple[float, float] | None = None      # schema 3: the per-round ratios' quartiles
+    speedup_passes: tuple[float, ...] = ()              # each pass's speed-up (timed in passes)
     per_seed: tuple[ShownSeed, ...] = ()                # schema 3: one entry per run (per seed)
 
     @property
@@ -215,6 +224,7 @@ class ShownMethod(ShownModel):
                    sections=_sections(method, data),
                    retention_interval=ShownInterval.read(data.get("retention_interval")),
                    speedup_iqr=iqr if len(iqr := _numbers(data.get("speedup_iqr"))) == 2 else None,
+                   speedup_passes=_numbers(data.get("speedup_passes")),
                    per_seed=tuple(ShownSeed(_as_given(r.get("seed")), number(r.get("accuracy")),
                                             number(r.get("retention")))
                                   for r in map(_object, data.get("per_seed") or []) if r))
@@ -286,10 +296,12 @@ class ShownContext:
     created: str | None = None
     accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties (schema < 3)
     seeds: tuple[int | float, ...] = ()             # schema 3: the seeds every seeded run was trained with
-    rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency
+    rounds: int | float | None = None               # schema 3: the rounds of batch-1 latency (in each pass)
+    passes: int | float | None = None               # passes loading every model afresh (speedup "passes")
     precision: str | None = None                    # what the runs trained in (None: recorded before it was)
     time: dict[str, float] = field(default_factory=dict)   # seconds by phase (comparison.json's ``time``)
     speedup: str | None = None          # how speed-ups were computed (speed.speedup; None: per-round medians)
+                                        # "passes": with their range over independent passes
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -301,6 +313,8 @@ class ShownContext:
                    seeds=tuple(x for x in map(_as_given, data.get("seeds") or []) if x is not None)
                    if isinstance(data.get("seeds"), list) else (),
                    rounds=_as_given(_object(data.get("speed")).get("rounds")),
+                   passes=_as_given(_object(data.get("speed")).get("passes"))
+                   if _object(data.get("speed")).get("speedup") == "passes" else None,
                    precision=_text(data.get("precision")),
                    speedup=_text(_object(data.get("speed")).get("speedup")),
                    time={k: seconds for k, v in _object(data.get("time")).items()

@@ -258,10 +258,12 @@ class SpeedSettings(TypedDict, total=False):
     repeats: int
     batch_size: int
     batch_repeats: int
-    passes: int
-    rounds: int               # rounds of batch-1 latency the speed-ups are medians of (schema 3)
+    passes: int               # independent passes, each loading every model afresh (speedup "passes")
+    rounds: int               # rounds of batch-1 latency in each pass ("passes"; before it, in all: schema 3)
+    round_warmup: int         # untimed calls before a model's calls in a round
     other_cpus: float | None
-    speedup: str              # "median rounds": latency and speed-up from the rounds' medians (absent: before)
+    speedup: str              # "passes": latency, speed-up and its range from the passes' rounds; "median rounds":
+                              # from one process's rounds; absent: speed-up from the rounds, latency from elsewhere
 
 
 class IntervalRecord(TypedDict):
@@ -319,7 +321,12 @@ class ComparedMeasures:
     throughput: float
     peak_memory_bytes: int
     accuracy_interval: IntervalRecord | None = None   # over the test sentences (and a method's seeds)
-    latency_rounds_ms: list[float] = field(default_factory=list)   # batch-1 latency in each round
+    latency_passes_ms: list[list[float]] = field(default_factory=list)   # batch-1 latency, each pass's rounds
+
+    @property
+    def latency_rounds_ms(self) -> list[float]:
+        """Every round of every pass, pass after pass (round r of one model and of another were timed together)."""
+        return [ms for rounds in self.latency_passes_ms for ms in rounds]
 
 
 @dataclass(kw_only=True)
@@ -346,6 +353,7 @@ class ComparedModel(ComparedMeasures):
     sections: list[Section] = field(default_factory=list)   # the own part of its last step that has one
     retention_interval: IntervalRecord | None = None
     speedup_iqr: list[float] | None = None  # [q1, q3] of the per-round ratios
+    speedup_passes: list[float] = field(default_factory=list)   # each pass's speed-up: its interval is their range
     per_seed: list[SeedResult] = field(default_factory=list)  # one entry: a run that does not depend on the seed
 
 

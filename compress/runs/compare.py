@@ -20,12 +20,15 @@ resumes where it stopped and a repeated one trains nothing; a step shared by pip
 Every run keeps its test predictions, so the comparison's statistics are paired: each method's accuracy and
 retention come with a 95% interval over the test sentences (one bootstrap) and the seeds (Student's t)
 (:mod:`compress.stats`), and so does the difference between every two methods.
-Speed is always measured afresh at the end: the teacher and every method (its first seed's model) one after
-another in this process, on the same inputs and threads, in two passes (the second in reverse order, each
-model keeping its faster pass at each batch size: throughput, memory, the batch-1 p90); then in rounds, every
-model's batch-1 latency once per round in alternating order. A row's latency is the median of its rounds and its
-speed-up the teacher's over it, so the two columns agree; the interquartile range of the per-round ratios says
-how much the machine moved it.
+Speed is always measured afresh at the end: the teacher and every method (its first seed's model) in this
+process, on the same inputs and threads, in independent passes (:func:`compress.bench.speed.timed_passes`): each
+pass loads every model afresh, times rounds of batch-1 latency (every model once a round, in an order new each
+pass) and then each model's large batch. A row's latency, p90, throughput and speed-up all come from these passes:
+the latency is the median of its rounds and its speed-up the teacher's over it, so the two columns agree; the
+lowest and highest pass's speed-up are its run-to-run spread, and a verdict calls one model faster than another
+only when it is faster in every pass by a margin (compress.reports.verdicts). ONNX Runtime's workers do not
+spin-wait between calls here, so one model's runtime does not take the cores of the next
+(``benchmarks/contamination.py`` measures each model alone against inside the passes).
 """
 
 from __future__ import annotations
@@ -47,8 +50,7 @@ import torch
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import speed_seq_len
 from compress.bench.machine import manifest
-from compress.bench.measurement import Speed
-from compress.bench.speed import SpeedConfig, latency_rounds, measure_all
+from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, load_task
 from compress.distill.teacher_logits import teacher_logits
@@ -82,7 +84,7 @@ from compress.runs.executors import Executor, run_all
 from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
-from compress.stats import ratio_quartiles
+from compress.stats import pass_ratios, ratio_quartiles
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
@@ -336,9 +338,11 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
 
 
 def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int]) -> Predictor:
-    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
+    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned); ONNX Runtime's
+    workers do not spin-wait between calls, so they leave the cores to the model timed next
+    (``benchmarks/contamination.py``)."""
     model_dir = run_dir / ("model" if record.quantized else "student")
-    predictor = load_artefact(model_dir, threads) if record.quantized else \
+    predictor = load_artefact(model_dir, threads, spinning=False) if record.quantized else \
         TorchPredictor(load_encoder(model_dir).model)
     tokenizer = saved_tokenizer(model_dir)
     table = renumbering(teacher_vocab, tokenizer.get_vocab(), tokenizer.unk_token_id)
@@ -402,19 +406,20 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
             for step in planned}
 
     seq_len = config.seq_len or speed_seq_len(data)
-    say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens")
-    teacher = finetuned.load().model
-    predictors = {"teacher": TorchPredictor(teacher)}
+    say(f"measuring speed: teacher and {len(runs)} models, {threads} threads, {seq_len} tokens, {PASSES} passes")
     vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
-    predictors |= {name: _predictor(record, run_dir, threads, vocab) for name, [(_, run_dir, record), *_] in
-                   runs.items()}
+
+    def load() -> dict[str, Predictor]:   # every model afresh, for each pass
+        return {"teacher": TorchPredictor(finetuned.load().model)} | {
+            name: _predictor(record, run_dir, threads, vocab) for name, [(_, run_dir, record), *_] in runs.items()}
+
     runs_s = lap()
-    with OtherLoad() as load:
-        speeds = measure_all(predictors, data, seq_len, speed_config)
-        rounds = latency_rounds(predictors, data, seq_len, speed_config)
+    with OtherLoad() as load_meanwhile:
+        timings = timed_passes(load, data, seq_len, speed_config)
     speed_s = lap()
-    if load.busy:
-        say(load.warning())
+    if load_meanwhile.busy:
+        say(load_meanwhile.warning())
+    teacher = finetuned.load().model
 
     say("intervals: bootstrap over the test sentences" + (" and the seeds" if len(config.seeds) > 1 else ""))
     # The teacher's test logits: computed once per teacher and tokenization (cached as distillation's are), and
@@ -424,24 +429,25 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
                        show_progress=False), data.splits["test"]["labels"])
     correct = {name: correctness(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
                                  teacher_predictions) for name, made_runs in runs.items()}
-    teacher_record, teacher_speed = runs[planned[0].name][0][2].teacher, speeds["teacher"]
+    teacher_record = runs[planned[0].name][0][2].teacher
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
     teacher_metrics = teacher_predictions.metrics()
     accuracy = teacher_metrics.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
-        speed=asdict(speed_config) | {"passes": teacher_speed["passes"], "rounds": len(rounds["teacher"]),
-                                      "other_cpus": load.cpus, "speedup": "median rounds"},
+        speed=asdict(speed_config) | {"passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP,
+                                      "other_cpus": load_meanwhile.cpus, "speedup": "passes"},
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
             size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_metrics.macro_f1,
-            flops=flops_per_sequence(teacher.config, seq_len), **_timings(teacher_speed, rounds["teacher"]),
-            accuracy_interval=teacher_interval(teacher_predictions), latency_rounds_ms=rounds["teacher"]),
-        methods=[_compared(step, by_name, runs, speeds, rounds, correct[step.name], teacher_predictions, seq_len)
+            flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
+            accuracy_interval=teacher_interval(teacher_predictions)),
+        methods=[_compared(step, by_name, runs, timings, speed_config, correct[step.name], teacher_predictions,
+                           seq_len)
                  for step in planned],
         reused=reused,
         command=config.command,
@@ -471,11 +477,13 @@ def comparison_time(made: list[RunRecord], **spent: float) -> dict[str, float]:
     return {name: round(seconds, 1) for name, seconds in (spent | phases).items()} | {"runs_made": len(made)}
 
 
-def _timings(speed: Speed, rounds: list[float]) -> dict[str, float]:
-    """A row's speed: batch-1 latency p50 from the rounds the speed-ups come from (the median of its rounds, so
-    latency and speed-up agree), its p90 (the slowest tenth of calls), throughput and memory from the passes."""
-    return {"latency_ms_p50": float(np.median(rounds))} | \
-        {k: speed[k] for k in ("latency_ms_p90", "throughput", "peak_memory_bytes")}
+def _timings(timing: PassTimings, config: SpeedConfig) -> dict[str, Any]:
+    """A row's speed, all from its passes: batch-1 latency p50 (the median of its rounds, what its speed-up
+    divides), p90 (the slowest tenth of its timed calls), the rounds themselves, throughput at the large batch (its
+    passes' median) and peak memory."""
+    return {"latency_ms_p50": timing.latency_ms_p50, "latency_ms_p90": float(np.percentile(timing.calls_ms, 90)),
+            "throughput": config.batch_size / (float(np.median(timing.batch_ms)) / 1000),
+            "peak_memory_bytes": timing.peak_memory_bytes, "latency_passes_ms": timing.rounds_ms}
 
 
 def _label(step: PlannedRun) -> str:
@@ -484,19 +492,19 @@ def _label(step: PlannedRun) -> str:
 
 
 def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, list[tuple[int, Path, RunRecord]]],
-              speeds: dict[str, Speed], rounds: dict[str, list[float]], correct: np.ndarray, teacher: Predictions,
-              seq_len: int) -> ComparedModel:
+              timings: dict[str, PassTimings], speed_config: SpeedConfig, correct: np.ndarray,
+              teacher: Predictions, seq_len: int) -> ComparedModel:
     """The comparison's row for one run: its model (its first seed's), its accuracy over its seeds with the
     intervals, its speed measured here, and the steps that made it."""
     _, run_dir, record = runs[step.name][0]
-    student, speed = record.student, speeds[step.name]
+    student, timing, reference = record.student, timings[step.name], timings["teacher"]
     first = {name: made[0][1:] for name, made in runs.items()}
     labels = [_label(planned[name]) for name in step.steps]
     inputs = ["the teacher", *(f"its input, {name}" for name in step.steps[:-1])]
     sentences = [explanation(planned[name].method.name, ratios, against)
                  for name, ratios, against in zip(step.steps, _step_ratios(step, first), inputs)]
     accuracy, retention = method_intervals(correct, teacher)
-    _, q1, q3 = ratio_quartiles(rounds["teacher"], rounds[step.name])   # how the rounds spread the speed-up
+    _, q1, q3 = ratio_quartiles(_flat(reference.rounds_ms), _flat(timing.rounds_ms))   # the rounds' spread
     per_seed = [SeedResult(seed, str(d), r.student.accuracy, r.student.macro_f1, r.retention)
                 for seed, d, r in runs[step.name]]
     return ComparedModel(
@@ -506,16 +514,20 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         params_by_component=student.params_by_component, size_bytes=student.size_bytes,
         accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
         flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
-        retention=retention["estimate"], **_timings(speed, rounds[step.name]),
-        speedup=float(np.median(rounds["teacher"]) / np.median(rounds[step.name])),
-        throughput_speedup=speed["throughput"] / speeds["teacher"]["throughput"],
+        retention=retention["estimate"], **_timings(timing, speed_config),
+        speedup=reference.latency_ms_p50 / timing.latency_ms_p50,
+        speedup_passes=pass_ratios(reference.rounds_ms, timing.rounds_ms),
+        throughput_speedup=float(np.median(reference.batch_ms) / np.median(timing.batch_ms)),
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=record.details.warning if record.details else None,
         sections=_sections(step, first),
         accuracy_interval=accuracy, retention_interval=retention, speedup_iqr=[q1, q3], per_seed=per_seed,
-        latency_rounds_ms=rounds[step.name],
     )
+
+
+def _flat(rounds: list[list[float]]) -> list[float]:
+    return [ms for one_pass in rounds for ms in one_pass]
 
 
 def _step_ratios(step: PlannedRun, runs: dict[str, tuple[Path, RunRecord]]) -> list[dict[str, float]]:

@@ -72,6 +72,13 @@ class Final:
     run_dir: str
     dev_retention: float                # over every seed: what chose it (the chosen one's is biased upward)
     dev_retention_interval: list[float]
+    speedup_passes: list[float] = field(default_factory=list)   # each timing pass's speed-up (none: before passes)
+
+    def speedup_spread(self) -> str:
+        """The speed-up's spread in words: its passes' range, or (recorded before passes) its rounds' IQR."""
+        low, high, kind = (min(self.speedup_passes), max(self.speedup_passes), "passes") if self.speedup_passes \
+            else (*self.speedup_iqr, "IQR")
+        return f"{kind} {low:.2f}-{high:.2f}x"
 
 
 @dataclass

@@ -51,7 +51,7 @@ def verdict_lines(record: SearchRecord) -> list[str]:
         lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: accuracy "
                      f"{final.accuracy:.1%} ({_interval(final.accuracy_interval)}), retention {final.retention:.1%} "
                      f"of the teacher ({_interval(final.retention_interval)}); {final.speedup:.2f}x the teacher's "
-                     f"speed at batch 1 (IQR {final.speedup_iqr[0]:.2f}-{final.speedup_iqr[1]:.2f}x), "
+                     f"speed at batch 1 ({final.speedup_spread()}), "
                      f"{final.throughput_speedup:.2f}x its throughput, {final.size_bytes / 1e6:.2f} MB.")
         low, high = final.retention_interval or [final.retention, final.retention]
         bar = record.min_retention
@@ -61,11 +61,14 @@ def verdict_lines(record: SearchRecord) -> list[str]:
                                        "on test it cannot be told from the bar."))
     reference = next((f for f in record.finals if f.role == "reference"), None)
     if reference is not None and final is not None:
-        speed = record.differences.get(f"speed-up of {record.chosen} over {reference.text}")
+        speed = record.differences.get(f"speed-up of {record.chosen} over {reference.text}, passes")
+        rounds = record.differences.get(f"speed-up of {record.chosen} over {reference.text}")   # before passes
         paired = {f"{record.chosen} - {reference.text}", f"{reference.text} - {record.chosen}"}
         parts = []
         if speed:
-            parts.append(f"{speed[0]:.2f}x as fast at batch 1 (IQR {speed[1]:.2f}-{speed[2]:.2f}x, paired rounds)")
+            parts.append(f"{speed[0]:.2f}x as fast at batch 1 (passes {speed[1]:.2f}-{speed[2]:.2f}x)")
+        elif rounds:
+            parts.append(f"{rounds[0]:.2f}x as fast at batch 1 (IQR {rounds[1]:.2f}-{rounds[2]:.2f}x, paired rounds)")
         if paired & set(record.differences):
             estimate, low, high = _signed(record, reference.text)
             told = "cannot be told apart" if low <= 0 <= high else "differ beyond the interval"
@@ -149,7 +152,7 @@ def _final_rows(record: SearchRecord) -> list[list[str]]:
     return [[f.text, f.role, f"{f.dev_retention:.1%} ({_interval(f.dev_retention_interval)})",
              f"{f.accuracy:.1%} ({_interval(f.accuracy_interval)})",
              f"{f.retention:.1%} ({_interval(f.retention_interval)})",
-             f"{f.speedup:.2f}x ({f.speedup_iqr[0]:.2f}-{f.speedup_iqr[1]:.2f})", f"{f.size_bytes / 1e6:.2f}"]
+             f"{f.speedup:.2f}x ({f.speedup_spread()})", f"{f.size_bytes / 1e6:.2f}"]
             for f in record.finals]
 
 

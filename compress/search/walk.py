@@ -47,7 +47,7 @@ from compress.runs.paired import method_intervals, teacher_interval
 from compress.search.ledger import CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, training_recipe
 from compress.search.space import Candidate, Space, compresses_at_least
-from compress.stats import ratio_quartiles
+from compress.stats import pass_ratios
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -521,9 +521,10 @@ class Walk:
                 self.record.differences[f"{difference.a} - {difference.b}"] = [interval["estimate"], interval["low"],
                                                                                interval["high"]]
         if self.record.chosen and self.config.against and self.config.against != self.record.chosen:
-            ratio, q1, q3 = ratio_quartiles(rows[self.config.against].latency_rounds_ms,
-                                            rows[self.record.chosen].latency_rounds_ms)
-            self.record.differences[f"speed-up of {self.record.chosen} over {self.config.against}"] = [ratio, q1, q3]
+            slow, fast = rows[self.config.against], rows[self.record.chosen]
+            passes = pass_ratios(slow.latency_passes_ms, fast.latency_passes_ms)
+            self.record.differences[f"speed-up of {self.record.chosen} over {self.config.against}, passes"] = [
+                slow.latency_ms_p50 / fast.latency_ms_p50, min(passes), max(passes)]
         for state in self.states:
             if state.candidate.text in methods:
                 state.record.fidelity = "final"
@@ -541,6 +542,7 @@ class Walk:
         return Final(text=row.method, role=role, accuracy=row.accuracy, accuracy_interval=_pair(row.accuracy_interval),
                      retention=row.retention, retention_interval=_pair(row.retention_interval), speedup=row.speedup,
                      speedup_iqr=list(row.speedup_iqr or [row.speedup, row.speedup]),
+                     speedup_passes=list(row.speedup_passes),
                      throughput_speedup=row.throughput_speedup, size_bytes=row.size_bytes, params=row.params,
                      latency_ms=row.latency_ms_p50, run_dir=row.run_dir, dev_retention=dev["estimate"],
                      dev_retention_interval=[dev["low"], dev["high"]])
