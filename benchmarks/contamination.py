@@ -5,7 +5,7 @@ itself, and alone against inside the passes `compress compare` times its speed-u
     python benchmarks/contamination.py --switch-rounds 40 --repeats 6
 
 The models: the teacher in PyTorch (fp32), its dynamic int8 in PyTorch and in ONNX Runtime, and its fp32 ONNX export
-in ONNX Runtime, each written by compress's own writer and loaded back. Printed with ONNX Runtime's workers as a
+in ONNX Runtime and (where installed) OpenVINO, each written by compress's own writer and loaded back. Printed with ONNX Runtime's workers as a
 comparison sets them (not spinning) and, for contrast, spinning (its default), in one process.
 
 1. After another model / after itself: rounds of every model in alternating order, as a pass of the comparison
@@ -40,11 +40,11 @@ from compress.bench.speed import ROUND_WARMUP, ROUNDS, SpeedConfig, timed_passes
 from compress.bench.timing import fixed_threads, timed_calls
 from compress.data.load import load_task
 from compress.methods.quantization import quant_format
-from compress.quantize.artefacts import load_artefact, write_artefact
+from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 
-VARIANTS = (("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"))
+VARIANTS = (("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"), ("onnx", "openvino"))
 TEACHER = "teacher torch fp32"
 
 
@@ -88,6 +88,8 @@ def main() -> None:
         built: dict[str, Path] = {}
         teacher = finetuned.load().model.eval()
         for method, backend in VARIANTS:
+            if unavailable(quant_format(method), backend):   # OpenVINO is an optional extra
+                continue
             target = Path(tmp) / f"{method}-{backend}"
             target.mkdir()
             write_artefact(quant_format(method), backend, teacher, target)
@@ -102,7 +104,7 @@ def main() -> None:
         settings = (False, True)   # ONNX Runtime's workers: not spinning (compare), spinning (its default)
         one = speed_batch(data, 1, args.seq_len)
         for spinning in settings:
-            print(f"\nAfter another model / after itself, {args.switch_rounds} rounds of all four in one process, "
+            print(f"\nAfter another model / after itself, {args.switch_rounds} rounds of all of them in one process, "
                   f"ONNX Runtime's workers {'spinning' if spinning else 'not spinning'}:")
             print(f"{'model':24} {'after itself ms':>15} " + " ".join(f"{f'warm-up {w}':>22}" for w in WARMUPS))
             predictors = load(names, spinning)
@@ -130,7 +132,7 @@ def main() -> None:
                     alone[spinning, name].append(timing.pass_medians[0])
             print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
         for spinning in settings if args.repeats else ():
-            print(f"\nAlone / in a pass of all four, {args.repeats} repeats, ONNX Runtime's workers "
+            print(f"\nAlone / in a pass of all of them, {args.repeats} repeats, ONNX Runtime's workers "
                   f"{'spinning' if spinning else 'not spinning'}:")
             print(f"{'model':24} {'alone ms':>9} {'in rounds ms':>13} {'ratio':>7} {'IQR of the repeats':>19}")
             for name in names:

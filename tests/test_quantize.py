@@ -139,6 +139,20 @@ def test_onnx_fp32_matches_pytorch_within_1e_4(model, inputs, tmp_path, backend)
     np.testing.assert_allclose(predictor(shorter), TorchPredictor(model)(shorter), atol=1e-4, rtol=0)
 
 
+def test_onnxruntime_workers_do_not_spin_wait_unless_asked(model, tmp_path):
+    """Spinning, ONNX Runtime's workers take the cores the model timed next needs (benchmarks/contamination.py):
+    every session compress loads is built without it; the benchmark's contrast asks for it."""
+    def spinning(predictor) -> str:   # the entry is absent where the default (spinning) holds
+        try:
+            return predictor.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        except RuntimeError:
+            return "default"
+
+    quiet = _write("onnx", "onnxruntime", model, tmp_path / "onnx")
+    assert spinning(quiet) == "0"
+    assert spinning(load_artefact(tmp_path / "onnx", threads=1, spinning=True)) == "default"
+
+
 @pytest.mark.parametrize("method, backend", [("int8", "torch"), ("int8", "onnxruntime"),
                                              ("static-int8", "onnxruntime"), ("bf16", "torch"),
                                              ("int8", "openvino"), ("bf16", "openvino")])

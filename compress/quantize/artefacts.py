@@ -123,7 +123,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_artefact(directory: Path, threads: int, spinning: bool = True) -> Predictor:
+def load_artefact(directory: Path, threads: int, spinning: bool = False) -> Predictor:
     """The predictor of an artefact directory written by :func:`write_artefact` (``spinning``: whether ONNX
     Runtime's workers spin-wait for the next call, see :func:`compress.quantize.predictors.ort_session`)."""
     manifest = read_manifest(directory)

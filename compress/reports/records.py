@@ -254,7 +254,7 @@ class SpeedSettings(TypedDict, total=False):
     meanwhile (None off Linux)."""
 
     threads: int
-    warmup: int
+    warmup: int               # before passes: untimed calls before a model's timed ones (now round_warmup)
     repeats: int
     batch_size: int
     batch_repeats: int

@@ -338,11 +338,9 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
 
 
 def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int]) -> Predictor:
-    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned); ONNX Runtime's
-    workers do not spin-wait between calls, so they leave the cores to the model timed next
-    (``benchmarks/contamination.py``)."""
+    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
     model_dir = run_dir / ("model" if record.quantized else "student")
-    predictor = load_artefact(model_dir, threads, spinning=False) if record.quantized else \
+    predictor = load_artefact(model_dir, threads) if record.quantized else \
         TorchPredictor(load_encoder(model_dir).model)
     tokenizer = saved_tokenizer(model_dir)
     table = renumbering(teacher_vocab, tokenizer.get_vocab(), tokenizer.unk_token_id)
@@ -436,8 +434,9 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     accuracy = teacher_metrics.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
-        speed=asdict(speed_config) | {"passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP,
-                                      "other_cpus": load_meanwhile.cpus, "speedup": "passes"},
+        speed={k: v for k, v in asdict(speed_config).items() if k != "warmup"} | {   # the rounds' own warm-up
+            "passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP, "other_cpus": load_meanwhile.cpus,
+            "speedup": "passes"},
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
