@@ -78,8 +78,9 @@ SPEEDUP_NOTES = {
                       "brackets the interquartile range of the per-round ratios."),
     "passes": ("latency, throughput and speed-up: from the same independent passes, each loading every model "
                "afresh and timing them in a new order, in rounds (every model's batch-1 latency once a round), then "
-               "the large batch; the latency is the median of the model's rounds, the speed-up the teacher's over "
-               "it; in brackets the lowest and highest pass's speed-up (its run-to-run spread)."),
+               "the large batch; the latency is the median of the model's rounds; a pass's speed-up is the "
+               "teacher's median round over the model's in that pass, the speed-up the median of the passes', and "
+               "in brackets the lowest and highest (its run-to-run spread)."),
 }
 ONE_RUN = "¹"   # marks an interval over the test sentences only, in a comparison of several seeds
 

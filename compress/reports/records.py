@@ -262,7 +262,8 @@ class SpeedSettings(TypedDict, total=False):
     rounds: int               # rounds of batch-1 latency in each pass ("passes"; before it, in all: schema 3)
     round_warmup: int         # untimed calls before a model's calls in a round
     other_cpus: float | None
-    speedup: str              # "passes": latency, speed-up and its range from the passes' rounds; "median rounds":
+    speedup: str              # "passes": latency, speed-up (the median pass's) and its range from the passes'
+                              # rounds; "median rounds":
                               # from one process's rounds; absent: speed-up from the rounds, latency from elsewhere
 
 
@@ -346,7 +347,8 @@ class ComparedModel(ComparedMeasures):
     backend: str
     dtype: str
     retention: float
-    speedup: float                          # the teacher's median round latency / this model's (latency_ms_p50)
+    speedup: float                          # the median of speedup_passes (before passes: the teacher's median
+                                            # round latency / this model's, latency_ms_p50)
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None

@@ -53,7 +53,7 @@ FASTER_MARGIN = 0.05   # "faster" needs more than this in every pass: what timin
 @dataclass(frozen=True)
 class SpeedRatio:
     """How many times faster one model is than another: the median of the per-round ratios and their quartiles,
-    or, timed in passes, the ratio of the medians of all rounds and the lowest and highest pass's ratio."""
+    or, timed in passes, the median of the passes' ratios and the lowest and highest of them."""
 
     median: float
     q1: float
@@ -79,8 +79,8 @@ def speed_ratio(fast: ShownModel, slow: ShownModel) -> SpeedRatio | None:
     median, q1, q3 = ratio_quartiles(list(slow.latency_rounds), list(fast.latency_rounds))
     if len(fast.latency_passes) < 2:
         return SpeedRatio(median, q1, q3)
-    return SpeedRatio(statistics.median(slow.latency_rounds) / statistics.median(fast.latency_rounds), q1, q3,
-                      tuple(pass_ratios(slow.latency_passes, fast.latency_passes)))
+    passes = pass_ratios(slow.latency_passes, fast.latency_passes)
+    return SpeedRatio(statistics.median(passes), q1, q3, tuple(passes))
 
 
 def points_text(interval: ShownInterval) -> str:

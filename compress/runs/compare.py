@@ -24,8 +24,9 @@ Speed is always measured afresh at the end: the teacher and every method (its fi
 process, on the same inputs and threads, in independent passes (:func:`compress.bench.speed.timed_passes`): each
 pass loads every model afresh, times rounds of batch-1 latency (every model once a round, in an order new each
 pass) and then each model's large batch. A row's latency, p90, throughput and speed-up all come from these passes:
-the latency is the median of its rounds and its speed-up the teacher's over it, so the two columns agree; the
-lowest and highest pass's speed-up are its run-to-run spread, and a verdict calls one model faster than another
+the latency is the median of its rounds, and its speed-up the median of the passes' speed-ups (each the teacher's
+median round over the model's, in that pass), so the two columns agree up to how the machine moved between passes;
+the lowest and highest pass's speed-up are its run-to-run spread, and a verdict calls one model faster than another
 only when it is faster in every pass by a margin (compress.reports.verdicts). ONNX Runtime's workers do not
 spin-wait between calls here, so one model's runtime does not take the cores of the next
 (``benchmarks/contamination.py`` measures each model alone against inside the passes).
@@ -477,9 +478,8 @@ def comparison_time(made: list[RunRecord], **spent: float) -> dict[str, float]:
 
 
 def _timings(timing: PassTimings, config: SpeedConfig) -> dict[str, Any]:
-    """A row's speed, all from its passes: batch-1 latency p50 (the median of its rounds, what its speed-up
-    divides), p90 (the slowest tenth of its timed calls), the rounds themselves, throughput at the large batch (its
-    passes' median) and peak memory."""
+    """A row's speed, all from its passes: batch-1 latency p50 (the median of its rounds), p90 (the slowest tenth
+    of its timed calls), the rounds themselves, throughput at the large batch (its passes' median) and peak memory."""
     return {"latency_ms_p50": timing.latency_ms_p50, "latency_ms_p90": float(np.percentile(timing.calls_ms, 90)),
             "throughput": config.batch_size / (float(np.median(timing.batch_ms)) / 1000),
             "peak_memory_bytes": timing.peak_memory_bytes, "latency_passes_ms": timing.rounds_ms}
@@ -514,9 +514,10 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
         flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
         retention=retention["estimate"], **_timings(timing, speed_config),
-        speedup=reference.latency_ms_p50 / timing.latency_ms_p50,
-        speedup_passes=pass_ratios(reference.rounds_ms, timing.rounds_ms),
-        throughput_speedup=float(np.median(reference.batch_ms) / np.median(timing.batch_ms)),
+        speedup=float(np.median(speedup_passes := pass_ratios(reference.rounds_ms, timing.rounds_ms))),
+        speedup_passes=speedup_passes,
+        throughput_speedup=float(np.median(pass_ratios([[ms] for ms in reference.batch_ms],
+                                                       [[ms] for ms in timing.batch_ms]))),
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=record.details.warning if record.details else None,

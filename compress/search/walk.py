@@ -524,7 +524,7 @@ class Walk:
             slow, fast = rows[self.config.against], rows[self.record.chosen]
             passes = pass_ratios(slow.latency_passes_ms, fast.latency_passes_ms)
             self.record.differences[f"speed-up of {self.record.chosen} over {self.config.against}, passes"] = [
-                slow.latency_ms_p50 / fast.latency_ms_p50, min(passes), max(passes)]
+                float(np.median(passes)), min(passes), max(passes)]
         for state in self.states:
             if state.candidate.text in methods:
                 state.record.fidelity = "final"
