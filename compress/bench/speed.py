@@ -102,7 +102,7 @@ class PassTimings:
 
     @property
     def latency_ms_p50(self) -> float:
-        """The median of every round of every pass: the latency a speed-up divides."""
+        """The median of every round of every pass: the row's batch-1 latency."""
         return float(np.median([ms for rounds in self.rounds_ms for ms in rounds]))
 
     @property
