@@ -103,9 +103,13 @@ def _latency(model: ShownModel) -> float:
 def front_names(comparison: ShownComparison) -> list[str]:
     """The models on the accuracy / latency Pareto front, fastest first: by the intervals where the comparison
     has them, else by the standard-error tie rule."""
+    return _front_of(comparison, corrected(comparison) if comparison.has_intervals else None)
+
+
+def _front_of(comparison: ShownComparison, differing: set[frozenset[str]] | None) -> list[str]:
+    """:func:`front_names`, given the pairs that differ after the correction (:func:`corrected`)."""
     models = [(name, m) for name, m in comparison.models() if m.latency_ms_p50 is not None and m.accuracy is not None]
     if comparison.has_intervals:
-        differing = corrected(comparison)
         front = [(name, m) for name, m in models if _beaten_by(comparison, name, differing) is None]
     else:
         tie = comparison.context.accuracy_standard_error or 0.0
@@ -113,10 +117,14 @@ def front_names(comparison: ShownComparison) -> list[str]:
     return [name for name, _ in sorted(front, key=lambda item: (_latency(item[1]), -(item[1].accuracy or 0)))]
 
 
+def _has_p_values(comparison: ShownComparison) -> bool:
+    return bool(comparison.differences) and all(d.p is not None for d in comparison.differences.values())
+
+
 def corrected(comparison: ShownComparison) -> set[frozenset[str]] | None:
     """The pairs whose accuracies differ after Holm's correction over every recorded difference, or None when the
     comparison recorded no p-values (then a difference counts when its 95% interval leaves out 0)."""
-    if not comparison.differences or any(d.p is None for d in comparison.differences.values()):
+    if not _has_p_values(comparison):
         return None
     p_values = {pair: d.p for pair, d in comparison.differences.items()}
     return {frozenset(pair) for pair in holm(p_values)}  # type: ignore[arg-type]
@@ -171,7 +179,7 @@ def _scope(comparison: ShownComparison) -> str:
               if context.rounds else "")
     pairs = len(comparison.differences)
     family = (f" {pairs} pairwise accuracy differences were compared: one is claimed only where it holds after "
-              f"Holm's correction for all {pairs} (a family-wise 5%)" if corrected(comparison) is not None else
+              f"Holm's correction for all {pairs} (a family-wise 5%)" if _has_p_values(comparison) else
               f" {pairs} pairwise accuracy differences were compared, each at 95% and uncorrected for their number "
               "(recorded before p-values were)")
     return f"Measured with {counted}{rounds}.{family}."
@@ -203,9 +211,9 @@ def _called(name: str) -> str:
 
 
 def _front(comparison: ShownComparison) -> list[str]:
-    front = front_names(comparison)
-    models = dict(comparison.models())
     differing = corrected(comparison)
+    front = _front_of(comparison, differing)
+    models = dict(comparison.models())
     out = [f"On the Pareto front, where no other model is both faster and more accurate beyond the intervals: "
            f"{', '.join(map(_called, front))}."]
     for name in models:
