@@ -1,12 +1,12 @@
 """Does timing one runtime slow the next? Each model's batch-1 latency right after another model against right after
-itself, and alone against inside the passes `compress compare` times its speed-ups with.
+itself, and alone in a process of its own against inside the rounds `compress compare` times its speed-ups with.
 
     python benchmarks/contamination.py                     # the fine-tuned minilm teacher on MR, 2 threads
-    python benchmarks/contamination.py --switch-rounds 40 --repeats 6
+    python benchmarks/contamination.py --switch-rounds 40 --loads 4 --rounds 10
 
 The models: the teacher in PyTorch (fp32), its dynamic int8 in PyTorch and in ONNX Runtime, and its fp32 ONNX export
-in ONNX Runtime and (where installed) OpenVINO, each written by compress's own writer and loaded back. Printed with ONNX Runtime's workers as a
-comparison sets them (not spinning) and, for contrast, spinning (its default), in one process.
+in ONNX Runtime and (where installed) OpenVINO, each written by compress's own writer and loaded back. Printed with
+ONNX Runtime's workers as a comparison sets them (not spinning) and, for contrast, spinning (its default).
 
 1. After another model / after itself: rounds of every model in alternating order, as a pass of the comparison
    times them; in each round a model's calls are timed right after the model before it ran, then again right after
@@ -14,11 +14,13 @@ comparison sets them (not spinning) and, for contrast, spinning (its default), i
    over the rounds, with its quartiles) is what the model run before took from this one: ONNX Runtime's workers
    spin-wait after a call, on the cores the next model needs. Shown with no untimed call before the timed ones and
    with the comparison's warm-up (``ROUND_WARMUP``).
-2. Alone against in the passes: one pass of ``compress.bench.speed.timed_passes`` over all the models (loaded
-   afresh), then the same pass over each model by itself, ``--repeats`` times, both spinning settings in each
-   repeat; the ratio is the median of the repeats' (in the passes / alone). Passes are seconds to minutes apart, so
-   this one carries the machine's drift (on a shared 2-core VM its repeats spread by +-15%): it bounds large
-   effects, the first measures small ones.
+2. Alone against in the rounds: one process loads every model and times the comparison's rounds
+   (``compress.bench.speed.timed_round``, the code a pass runs); beside it, one process per model loads that model
+   alone and times the same round of it. They take turns, one process working at a time: a round of all of them,
+   then each model alone (the order reversed every other round), so a model's two medians are a second apart and
+   the machine's drift, which moves a shared VM by 15% between passes a minute apart, cannot come between them.
+   ``--loads`` sets of processes, each loading afresh as a pass does, ``--rounds`` rounds each; the ratio
+   (in the rounds / alone) is the median over all rounds, with its quartiles and the lowest and highest load's.
 
 The goal is every ratio within 5% of 1.
 """
@@ -26,29 +28,38 @@ The goal is every ratio within 5% of 1.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import sys
 import tempfile
 from functools import partial
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 
 from compress.bench.inputs import speed_batch
 from compress.bench.machine import cpu_model
-from compress.bench.speed import ROUND_WARMUP, ROUNDS, SpeedConfig, timed_passes
+from compress.bench.speed import ROUND_WARMUP, SpeedConfig, pass_orders, round_calls, timed_round
 from compress.bench.timing import fixed_threads, timed_calls
 from compress.data.load import load_task
 from compress.methods.quantization import quant_format
+from compress.models.checkpoints import load_encoder
 from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 
 VARIANTS = (("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"), ("onnx", "openvino"))
 TEACHER = "teacher torch fp32"
-
-
 WARMUPS = (0, ROUND_WARMUP)   # untimed calls before a model's timed ones: none, and as a comparison's rounds
+SETTINGS = (False, True)      # ONNX Runtime's workers: not spinning (compare), spinning (its default)
+
+
+def load_models(teacher: Path, built: dict[str, Path], names: list[str], threads: int,
+                spinning: bool) -> dict[str, Predictor]:
+    """The named models, loaded afresh: the teacher from its checkpoint, every other one from its artefact."""
+    return {name: TorchPredictor(load_encoder(teacher).model) if name == TEACHER else
+            load_artefact(built[name], threads, spinning=spinning) for name in names}
 
 
 def switch_ratios(predictors: dict[str, Predictor], one, rounds: int, calls: int, warmup: int,
@@ -67,23 +78,71 @@ def switch_ratios(predictors: dict[str, Predictor], one, rounds: int, calls: int
     return measured
 
 
+def round_worker(conn: Connection, teacher: Path, built: dict[str, Path], names: list[str], threads: int,
+                 spinning: bool, one: dict[str, np.ndarray], calls: int) -> None:
+    """A process of its own: loads ``names``, then times one round of them (in the order it is sent) each time
+    it is asked, sending back each model's median; stops when sent None."""
+    predictors = load_models(teacher, built, names, threads, spinning)
+    with fixed_threads(threads):
+        timed_round(predictors, names, one, calls)   # untimed: the first calls of a fresh load
+        conn.send("ready")
+        while (order := conn.recv()) is not None:
+            conn.send({name: float(np.median(ms)) for name, ms in timed_round(predictors, order, one, calls).items()})
+
+
+def alone_ratios(teacher: Path, built: dict[str, Path], names: list[str], threads: int, spinning: bool,
+                 one: dict[str, np.ndarray], calls: int, loads: int, rounds: int) -> dict[str, list[list[float]]]:
+    """Per load and round, each model's median in the rounds of all of them over its median alone, each timed by a
+    process of its own, taking turns (see the module's text)."""
+    context = multiprocessing.get_context("spawn")
+    ratios: dict[str, list[list[float]]] = {name: [] for name in names}
+    for load, order in enumerate(pass_orders(names, loads)):
+        groups = {"all": names, **{name: [name] for name in names}}
+        conns, processes = {}, []
+        for group, members in groups.items():
+            here, there = context.Pipe()
+            process = context.Process(target=round_worker, daemon=True,
+                                      args=(there, teacher, built, members, threads, spinning, one, calls))
+            process.start()
+            conns[group], processes = here, [*processes, process]
+        for conn in conns.values():
+            assert conn.recv() == "ready"
+        for name in names:
+            ratios[name].append([])
+        for number in range(rounds):
+            round_order = order if number % 2 == 0 else order[::-1]
+            medians: dict[str, dict[str, float]] = {}
+            for group in ["all", *round_order] if number % 2 == 0 else [*round_order, "all"]:
+                conns[group].send(round_order if group == "all" else [group])
+                medians[group] = conns[group].recv()
+            for name in names:
+                ratios[name][-1].append(medians["all"][name] / medians[name][name])
+        for conn in conns.values():
+            conn.send(None)
+        for process in processes:
+            process.join()
+        print(f"load {load + 1}/{loads} done", file=sys.stderr)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--teacher", default="minilm")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=6, help="repeats of (one pass of all, each one alone)")
     parser.add_argument("--calls", type=int, default=30, help="SpeedConfig.repeats (a round times a third)")
     parser.add_argument("--seq-len", type=int, default=46)
     parser.add_argument("--switch-rounds", type=int, default=40, help="rounds of after another / after itself")
+    parser.add_argument("--loads", type=int, default=4, help="sets of processes of alone / in the rounds")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of alone / in the rounds per load")
     args = parser.parse_args()
 
     task = load_task("mr")
     finetuned = finetune_teacher(args.teacher, task, show_progress=False)
     data = tokenized_for(finetuned, task)
-    config = SpeedConfig(threads=args.threads, repeats=args.calls, batch_repeats=5)
-    calls = max(5, args.calls // 3)   # as a comparison's rounds time each model
-    print(f"CPU: {cpu_model()}; {args.threads} threads; batch 1 at {args.seq_len} tokens; a pass is {ROUNDS} rounds "
-          f"of {calls} calls; {args.repeats} repeats; ms are the medians of the repeats' pass medians")
+    calls = round_calls(SpeedConfig(threads=args.threads, repeats=args.calls))
+    one = speed_batch(data, 1, args.seq_len)
+    print(f"CPU: {cpu_model()}; {args.threads} threads; batch 1 at {args.seq_len} tokens; a round times each model "
+          f"{calls} times after {ROUND_WARMUP} untimed calls")
     with tempfile.TemporaryDirectory() as tmp:
         built: dict[str, Path] = {}
         teacher = finetuned.load().model.eval()
@@ -95,19 +154,12 @@ def main() -> None:
             write_artefact(quant_format(method), backend, teacher, target)
             built[f"{method} {backend}"] = target
         del teacher
-
-        def load(names: list[str], spinning: bool) -> dict[str, Predictor]:
-            return {name: TorchPredictor(finetuned.load().model) if name == TEACHER else
-                    load_artefact(built[name], args.threads, spinning=spinning) for name in names}
-
         names = [TEACHER, *built]
-        settings = (False, True)   # ONNX Runtime's workers: not spinning (compare), spinning (its default)
-        one = speed_batch(data, 1, args.seq_len)
-        for spinning in settings:
+        for spinning in SETTINGS:
             print(f"\nAfter another model / after itself, {args.switch_rounds} rounds of all of them in one process, "
                   f"ONNX Runtime's workers {'spinning' if spinning else 'not spinning'}:")
             print(f"{'model':24} {'after itself ms':>15} " + " ".join(f"{f'warm-up {w}':>22}" for w in WARMUPS))
-            predictors = load(names, spinning)
+            predictors = load_models(finetuned.directory, built, names, args.threads, spinning)
             switches = {warmup: switch_ratios(predictors, one, args.switch_rounds, calls, warmup, args.threads)
                         for warmup in WARMUPS}
             for name in names:
@@ -120,27 +172,18 @@ def main() -> None:
                 print(f"{name:24} {itself:15.3f} " + " ".join(f"{c:>22}" for c in cells))
             del predictors
 
-        inside = {(spin, name): [] for spin in settings for name in names}
-        alone = {(spin, name): [] for spin in settings for name in names}
-        for repeat in range(args.repeats):   # both settings in every repeat: the machine's drift falls on both
-            for spinning in settings if repeat % 2 == 0 else settings[::-1]:
-                timed = timed_passes(partial(load, names, spinning), data, args.seq_len, config, passes=1)
-                for name, timing in timed.items():
-                    inside[spinning, name].append(timing.pass_medians[0])
-                for name in names[repeat % len(names):] + names[:repeat % len(names)]:
-                    timing = timed_passes(partial(load, [name], spinning), data, args.seq_len, config, passes=1)[name]
-                    alone[spinning, name].append(timing.pass_medians[0])
-            print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
-        for spinning in settings if args.repeats else ():
-            print(f"\nAlone / in a pass of all of them, {args.repeats} repeats, ONNX Runtime's workers "
-                  f"{'spinning' if spinning else 'not spinning'}:")
-            print(f"{'model':24} {'alone ms':>9} {'in rounds ms':>13} {'ratio':>7} {'IQR of the repeats':>19}")
+        for spinning in SETTINGS if args.loads and args.rounds else ():
+            ratios = alone_ratios(finetuned.directory, built, names, args.threads, spinning, one, calls,
+                                  args.loads, args.rounds)
+            print(f"\nIn the rounds / alone, {args.loads} loads of {args.rounds} rounds, each model alone in a process "
+                  f"of its own, ONNX Runtime's workers {'spinning' if spinning else 'not spinning'}:")
+            print(f"{'model':24} {'ratio':>7} {'quartiles':>15} {'loads lowest-highest':>21}")
             for name in names:
-                ratios = [i / a for i, a in zip(inside[spinning, name], alone[spinning, name])]
-                q1, q3 = np.percentile(ratios, [25, 75])
-                print(f"{name:24} {statistics.median(alone[spinning, name]):9.3f} "
-                      f"{statistics.median(inside[spinning, name]):13.3f} {statistics.median(ratios):7.3f} "
-                      f"{q1:9.3f} to {q3:.3f}")
+                every = [ratio for load in ratios[name] for ratio in load]
+                q1, median, q3 = np.percentile(every, [25, 50, 75])
+                per_load = [float(np.median(load)) for load in ratios[name]]
+                print(f"{name:24} {median:7.3f} {q1:7.3f}-{q3:.3f} {min(per_load):13.3f}-{max(per_load):.3f}")
+
 
 if __name__ == "__main__":
     main()

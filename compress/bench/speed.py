@@ -124,6 +124,18 @@ def pass_orders(names: list[str], passes: int) -> list[list[str]]:
     return orders
 
 
+def round_calls(config: SpeedConfig) -> int:
+    """Timed batch-1 calls per model in one round of a pass: a third of ``config.repeats``, at least 5."""
+    return max(5, config.repeats // 3)
+
+
+def timed_round(predictors: dict[str, Predictor], order: list[str], one: dict[str, np.ndarray],
+                calls: int) -> dict[str, np.ndarray]:
+    """One round of a pass: every model in ``order``, :data:`ROUND_WARMUP` untimed batch-1 calls, then ``calls``
+    timed ones; each model's durations in milliseconds (threads are the caller's to fix)."""
+    return {name: timed_calls(partial(predictors[name], one), warmup=ROUND_WARMUP, repeats=calls) for name in order}
+
+
 def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, seq_len: int, config: SpeedConfig,
                  passes: int = PASSES, rounds: int = ROUNDS) -> dict[str, PassTimings]:
     """Every model's speed in ``passes`` independent passes. Each pass loads every model afresh (``load``), then
@@ -138,7 +150,7 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
     if passes < 1 or rounds < 1:
         raise CompressError("speed is measured in at least one pass of at least one round.")
     one, many = speed_batch(data, 1, seq_len), speed_batch(data, config.batch_size, seq_len)
-    calls = max(5, config.repeats // 3)
+    calls = round_calls(config)
     timings: dict[str, PassTimings] = {}
     for number in range(passes):
         predictors = load()
@@ -147,8 +159,8 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
             timings.setdefault(name, PassTimings()).rounds_ms.append([])
         with fixed_threads(config.threads):
             for round_number in range(rounds):
-                for name in order if round_number % 2 == 0 else order[::-1]:
-                    ms = timed_calls(partial(predictors[name], one), warmup=ROUND_WARMUP, repeats=calls)
+                timed = timed_round(predictors, order if round_number % 2 == 0 else order[::-1], one, calls)
+                for name, ms in timed.items():
                     timings[name].rounds_ms[-1].append(float(np.median(ms)))
                     timings[name].calls_ms.extend(ms.tolist())
             for name in order:
