@@ -18,9 +18,12 @@ ONNX Runtime's workers as a comparison sets them (not spinning) and, for contras
    (``compress.bench.speed.timed_round``, the code a pass runs); beside it, one process per model loads that model
    alone and times the same round of it. They take turns, one process working at a time: a round of all of them,
    then each model alone (the order reversed every other round), so a model's two medians are a second apart and
-   the machine's drift, which moves a shared VM by 15% between passes a minute apart, cannot come between them.
+   the machine's drift, which moves a shared VM by 15% between passes a minute apart, cannot come between them; a
+   tenth of a second between turns lets what one process left running stop before the next starts, so the
+   models that contaminate one alone are those run before it in its own process: none.
    ``--loads`` sets of processes, each loading afresh as a pass does, ``--rounds`` rounds each; the ratio
-   (in the rounds / alone) is the median over all rounds, with its quartiles and the lowest and highest load's.
+   (in the rounds / alone) is the median over all rounds, with its 95% interval (order statistics), its quartiles
+   and the lowest and highest load's median. ``--switch-rounds 0`` leaves out the first.
 
 The goal is every ratio within 5% of 1.
 """
@@ -32,6 +35,7 @@ import multiprocessing
 import statistics
 import sys
 import tempfile
+import time
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -53,6 +57,7 @@ VARIANTS = (("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"),
 TEACHER = "teacher torch fp32"
 WARMUPS = (0, ROUND_WARMUP)   # untimed calls before a model's timed ones: none, and as a comparison's rounds
 SETTINGS = (False, True)      # ONNX Runtime's workers: not spinning (compare), spinning (its default)
+TURN_PAUSE = 0.1              # seconds between one process's turn and the next's
 
 
 def load_models(teacher: Path, built: dict[str, Path], names: list[str], threads: int,
@@ -76,6 +81,16 @@ def switch_ratios(predictors: dict[str, Predictor], one, rounds: int, calls: int
                     block.append(float(np.median(timed_calls(partial(predictors[name], one), warmup=warmup,
                                                              repeats=calls))))
     return measured
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics a binomial(n, 1/2) count of values below
+    it puts ``level`` between (normal approximation; the whole range when there are too few values)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = statistics.NormalDist().inv_cdf(0.5 + level / 2) * n ** 0.5 / 2
+    low, high = int(np.floor(n / 2 - half)), int(np.ceil(n / 2 + half))
+    return ordered[max(low - 1, 0)], ordered[min(high, n - 1)]
 
 
 def round_worker(conn: Connection, teacher: Path, built: dict[str, Path], names: list[str], threads: int,
@@ -113,6 +128,7 @@ def alone_ratios(teacher: Path, built: dict[str, Path], names: list[str], thread
             round_order = order if number % 2 == 0 else order[::-1]
             medians: dict[str, dict[str, float]] = {}
             for group in ["all", *round_order] if number % 2 == 0 else [*round_order, "all"]:
+                time.sleep(TURN_PAUSE)   # what the process before left running (spinning workers) has stopped
                 conns[group].send(round_order if group == "all" else [group])
                 medians[group] = conns[group].recv()
             for name in names:
@@ -155,7 +171,7 @@ def main() -> None:
             built[f"{method} {backend}"] = target
         del teacher
         names = [TEACHER, *built]
-        for spinning in SETTINGS:
+        for spinning in SETTINGS if args.switch_rounds else ():
             print(f"\nAfter another model / after itself, {args.switch_rounds} rounds of all of them in one process, "
                   f"ONNX Runtime's workers {'spinning' if spinning else 'not spinning'}:")
             print(f"{'model':24} {'after itself ms':>15} " + " ".join(f"{f'warm-up {w}':>22}" for w in WARMUPS))
@@ -177,12 +193,14 @@ def main() -> None:
                                   args.loads, args.rounds)
             print(f"\nIn the rounds / alone, {args.loads} loads of {args.rounds} rounds, each model alone in a process "
                   f"of its own, ONNX Runtime's workers {'spinning' if spinning else 'not spinning'}:")
-            print(f"{'model':24} {'ratio':>7} {'quartiles':>15} {'loads lowest-highest':>21}")
+            print(f"{'model':24} {'ratio':>7} {'95% interval':>15} {'quartiles':>15} {'loads lowest-highest':>21}")
             for name in names:
                 every = [ratio for load in ratios[name] for ratio in load]
                 q1, median, q3 = np.percentile(every, [25, 50, 75])
+                low, high = median_interval(every)
                 per_load = [float(np.median(load)) for load in ratios[name]]
-                print(f"{name:24} {median:7.3f} {q1:7.3f}-{q3:.3f} {min(per_load):13.3f}-{max(per_load):.3f}")
+                print(f"{name:24} {median:7.3f} {low:7.3f}-{high:.3f} {q1:7.3f}-{q3:.3f} "
+                      f"{min(per_load):13.3f}-{max(per_load):.3f}")
 
 
 if __name__ == "__main__":
