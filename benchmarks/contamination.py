@@ -51,6 +51,7 @@ from compress.methods.quantization import quant_format
 from compress.models.checkpoints import load_encoder
 from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor
+from compress.stats import median_interval
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 
 VARIANTS = (("int8", "torch"), ("int8", "onnxruntime"), ("onnx", "onnxruntime"), ("onnx", "openvino"))
@@ -81,16 +82,6 @@ def switch_ratios(predictors: dict[str, Predictor], one, rounds: int, calls: int
                     block.append(float(np.median(timed_calls(partial(predictors[name], one), warmup=warmup,
                                                              repeats=calls))))
     return measured
-
-
-def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """A distribution-free interval for the median: the order statistics a binomial(n, 1/2) count of values below
-    it puts ``level`` between (normal approximation; the whole range when there are too few values)."""
-    ordered = sorted(values)
-    n = len(ordered)
-    half = statistics.NormalDist().inv_cdf(0.5 + level / 2) * n ** 0.5 / 2
-    low, high = int(np.floor(n / 2 - half)), int(np.ceil(n / 2 + half))
-    return ordered[max(low - 1, 0)], ordered[min(high, n - 1)]
 
 
 def round_worker(conn: Connection, teacher: Path, built: dict[str, Path], names: list[str], threads: int,
@@ -197,9 +188,9 @@ def main() -> None:
             for name in names:
                 every = [ratio for load in ratios[name] for ratio in load]
                 q1, median, q3 = np.percentile(every, [25, 50, 75])
-                low, high = median_interval(every)
+                interval = median_interval(every)
                 per_load = [float(np.median(load)) for load in ratios[name]]
-                print(f"{name:24} {median:7.3f} {low:7.3f}-{high:.3f} {q1:7.3f}-{q3:.3f} "
+                print(f"{name:24} {median:7.3f} {interval.low:7.3f}-{interval.high:.3f} {q1:7.3f}-{q3:.3f} "
                       f"{min(per_load):13.3f}-{max(per_load):.3f}")
 
 

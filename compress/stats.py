@@ -248,6 +248,19 @@ def pass_ratios(numerators: Sequence[Sequence[float]], denominators: Sequence[Se
     return [float(np.median(n) / np.median(d)) for n, d in zip(numerators, denominators, strict=True) if n and d]
 
 
+def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
+    """The median of ``values`` and a distribution-free interval for it: the order statistics between which a
+    binomial(n, 1/2) count of values below the true median falls with probability ``level`` (normal approximation,
+    widened to the next order statistic; the whole range when there are too few values)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no value to take the median of")
+    n = len(ordered)
+    half = _z(level) * math.sqrt(n) / 2
+    low, high = math.floor(n / 2 - half), math.ceil(n / 2 + half)   # 1-based: the low-th and (high + 1)-th values
+    return Interval(float(np.median(ordered)), ordered[max(low - 1, 0)], ordered[min(high, n - 1)], level)
+
+
 def ratio_quartiles(numerators: list[float], denominators: list[float]) -> tuple[float, float, float]:
     """``(median, q1, q3)`` of the per-round ratios ``n_r / d_r`` of two models timed in the same rounds: a
     speed-up and its interquartile range (how much the machine moved it from round to round)."""

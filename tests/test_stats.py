@@ -12,6 +12,7 @@ from compress.stats import (
     difference_intervals,
     difference_tests,
     holm,
+    median_interval,
     paired_difference_normal,
     retention_interval,
     wilson_interval,
@@ -72,6 +73,29 @@ def test_a_differences_p_value_matches_the_paired_normal_test_and_its_interval(f
     if p > 1e-5:
         at_p = difference_interval(student, teacher, level=1 - p, seed=4)
         assert min(abs(at_p.low), abs(at_p.high)) < 0.002, at_p
+
+
+@pytest.mark.parametrize("n", [20, 40, 100, 1000])
+def test_the_medians_interval_covers_as_the_binomial_count_below_the_median_says(n: int):
+    """The interval runs from the low-th to the (high + 1)-th smallest value; it holds the true median exactly when
+    the number of values below it, binomial(n, 1/2) whatever their distribution, lies in [low, high]."""
+    from scipy.stats import binom
+
+    values = list(range(1, n + 1))   # the k-th smallest value is k
+    interval = median_interval(values)
+    low, high = interval.low, interval.high - 1
+    coverage = binom.cdf(high, n, 0.5) - binom.cdf(low - 1, n, 0.5)
+    assert 0.95 <= coverage <= 0.99
+    assert interval.estimate == float(np.median(values))
+    drawn = np.random.default_rng(n).lognormal(size=(4000, n))   # skewed, as latency ratios are
+    medians_inside = [(lambda i: i.low <= 1.0 <= i.high)(median_interval(row)) for row in drawn]
+    assert abs(np.mean(medians_inside) - coverage) < 0.015   # lognormal's median is exp(0) = 1
+
+
+def test_a_medians_interval_from_few_values_is_their_whole_range():
+    assert (median_interval([3.0, 1.0, 2.0]).low, median_interval([3.0, 1.0, 2.0]).high) == (1.0, 3.0)
+    with pytest.raises(ValueError):
+        median_interval([])
 
 
 def test_holm_rejects_step_down_and_stops_at_the_first_it_keeps():
