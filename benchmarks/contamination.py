@@ -103,14 +103,13 @@ def alone_ratios(teacher: Path, built: dict[str, Path], names: list[str], thread
     context = multiprocessing.get_context("spawn")
     ratios: dict[str, list[list[float]]] = {name: [] for name in names}
     for load, order in enumerate(pass_orders(names, loads)):
-        groups = {"all": names, **{name: [name] for name in names}}
-        conns, processes = {}, []
-        for group, members in groups.items():
-            here, there = context.Pipe()
-            process = context.Process(target=round_worker, daemon=True,
-                                      args=(there, teacher, built, members, threads, spinning, one, calls))
-            process.start()
-            conns[group], processes = here, [*processes, process]
+        conns: dict[str, Connection] = {}
+        processes = []
+        for group, members in {"all": names, **{name: [name] for name in names}}.items():
+            conns[group], there = context.Pipe()
+            processes.append(context.Process(target=round_worker, daemon=True,
+                                             args=(there, teacher, built, members, threads, spinning, one, calls)))
+            processes[-1].start()
         for conn in conns.values():
             assert conn.recv() == "ready"
         for name in names:
