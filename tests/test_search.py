@@ -180,6 +180,7 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
     (["--min-retention", "1.5"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
     (["--minimize", "energy"], "'energy' is not an objective compress can measure"),
     (["--batch-size", "1", "--budget", "1s"], "cannot hold one full training of the cheapest candidate"),
+    (["--seq-len", "65"], "--seq-len must be between 2 and the teacher's 64 positions"),
     (["--space", "{space}"], "prune has no option 'keep_everything'"),
 ])
 def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
@@ -235,7 +236,7 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     space.write_text(SPACE)
     out = tmp_path / "search"
     args = ["search", *tiny["args"], "--space", str(space), "--seeds", "2", "--against", "none", "--finalists", "1",
-            "--budget", "20m", "--out", str(out)]
+            "--budget", "20m", "--seq-len", "64", "--out", str(out)]
     # Interrupted once its first run is complete: Ctrl-C keeps that run and search.json.
     process = subprocess.Popen([sys.executable, "-m", "compress", *args], cwd=REPO, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **tiny["env"]})

@@ -17,6 +17,13 @@ def speed_seq_len(data: TokenizedTask, percentile: float = 95.0, split: str = "t
     return max(2, int(np.ceil(np.percentile(lengths, percentile))))
 
 
+def check_seq_len(seq_len: int | None, max_positions: int) -> None:
+    """Refuse, before any work, a speed sequence length the teacher's position table cannot take (None: chosen
+    from the data, see :func:`speed_seq_len`)."""
+    if seq_len is not None and not 2 <= seq_len <= max_positions:
+        raise CompressError(f"--seq-len must be between 2 and the teacher's {max_positions} positions.")
+
+
 def speed_batch(data: TokenizedTask, batch_size: int, seq_len: int, split: str = "test") -> dict[str, np.ndarray]:
     """``batch_size`` real examples of ``split``, each exactly ``seq_len`` tokens long.
 

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from compress.bench.contention import OtherLoad
-from compress.bench.inputs import speed_seq_len
+from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
@@ -367,9 +367,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
                                      config.teacher)
     threads = default_threads() if config.threads is None else config.threads
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
-    positions = teacher_config(config.teacher).max_positions
-    if config.seq_len is not None and not 2 <= config.seq_len <= positions:
-        raise CompressError(f"--seq-len must be between 2 and the teacher's {positions} positions.")
+    check_seq_len(config.seq_len, teacher_config(config.teacher).max_positions)
     check_dataset(config.dataset, dedupe=config.dedupe)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     runs = plan_seeds(planned, config.seeds)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from compress.bench.inputs import speed_seq_len
+from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
 from compress.data.batching import choose_max_length, tokenize_task
@@ -143,6 +143,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     start = time.perf_counter()
     say = progress or (lambda message: None)
     teacher_shape = teacher_config(config.teacher)
+    check_seq_len(config.seq_len, teacher_shape.max_positions)
     space = search_space(config, teacher_shape)
     compare_config = _compare_config(config, [config.against] if config.against else [])
     if config.against:
