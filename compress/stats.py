@@ -248,6 +248,14 @@ def pass_ratios(numerators: Sequence[Sequence[float]], denominators: Sequence[Se
     return [float(np.median(n) / np.median(d)) for n, d in zip(numerators, denominators, strict=True) if n and d]
 
 
+def pass_speedup(numerators: Sequence[Sequence[float]],
+                 denominators: Sequence[Sequence[float]]) -> tuple[float, list[float]]:
+    """A speed-up timed in passes: the median of the passes' speed-ups (:func:`pass_ratios`), which always lies in
+    their range, and those speed-ups."""
+    passes = pass_ratios(numerators, denominators)
+    return float(np.median(passes)), passes
+
+
 def median_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
     """The median of ``values`` and a distribution-free interval for it: the order statistics between which a
     binomial(n, 1/2) count of values below the true median falls with probability ``level`` (normal approximation,

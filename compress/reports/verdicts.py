@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
-from compress.stats import holm, pass_ratios, ratio_quartiles
+from compress.stats import holm, pass_speedup, ratio_quartiles
 
 RETENTION_TARGET = 0.97   # "keeps >= 97% of the teacher's accuracy": the bar the reference numbers use
 
@@ -79,8 +79,8 @@ def speed_ratio(fast: ShownModel, slow: ShownModel) -> SpeedRatio | None:
     median, q1, q3 = ratio_quartiles(list(slow.latency_rounds), list(fast.latency_rounds))
     if len(fast.latency_passes) < 2:
         return SpeedRatio(median, q1, q3)
-    passes = pass_ratios(slow.latency_passes, fast.latency_passes)
-    return SpeedRatio(statistics.median(passes), q1, q3, tuple(passes))
+    speedup, passes = pass_speedup(slow.latency_passes, fast.latency_passes)
+    return SpeedRatio(speedup, q1, q3, tuple(passes))
 
 
 def points_text(interval: ShownInterval) -> str:

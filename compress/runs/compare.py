@@ -85,7 +85,7 @@ from compress.runs.executors import Executor, run_all
 from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
-from compress.stats import pass_ratios, ratio_quartiles
+from compress.stats import pass_speedup, ratio_quartiles
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
@@ -502,6 +502,7 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
                  for name, ratios, against in zip(step.steps, _step_ratios(step, first), inputs)]
     accuracy, retention = method_intervals(correct, teacher)
     _, q1, q3 = ratio_quartiles(_flat(reference.rounds_ms), _flat(timing.rounds_ms))   # the rounds' spread
+    speedup, speedup_passes = pass_speedup(reference.rounds_ms, timing.rounds_ms)
     per_seed = [SeedResult(seed, str(d), r.student.accuracy, r.student.macro_f1, r.retention)
                 for seed, d, r in runs[step.name]]
     return ComparedModel(
@@ -512,10 +513,8 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
         flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
         retention=retention["estimate"], **_timings(timing, speed_config),
-        speedup=float(np.median(speedup_passes := pass_ratios(reference.rounds_ms, timing.rounds_ms))),
-        speedup_passes=speedup_passes,
-        throughput_speedup=float(np.median(pass_ratios([[ms] for ms in reference.batch_ms],
-                                                       [[ms] for ms in timing.batch_ms]))),
+        speedup=speedup, speedup_passes=speedup_passes,
+        throughput_speedup=float(np.median(np.divide(reference.batch_ms, timing.batch_ms))),   # per pass, as latency
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=record.details.warning if record.details else None,

@@ -47,7 +47,7 @@ from compress.runs.paired import method_intervals, teacher_interval
 from compress.search.ledger import CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, training_recipe
 from compress.search.space import Candidate, Space, compresses_at_least
-from compress.stats import pass_ratios
+from compress.stats import pass_speedup
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -522,9 +522,9 @@ class Walk:
                                                                                interval["high"]]
         if self.record.chosen and self.config.against and self.config.against != self.record.chosen:
             slow, fast = rows[self.config.against], rows[self.record.chosen]
-            passes = pass_ratios(slow.latency_passes_ms, fast.latency_passes_ms)
+            speedup, passes = pass_speedup(slow.latency_passes_ms, fast.latency_passes_ms)
             self.record.differences[f"speed-up of {self.record.chosen} over {self.config.against}, passes"] = [
-                float(np.median(passes)), min(passes), max(passes)]
+                speedup, min(passes), max(passes)]
         for state in self.states:
             if state.candidate.text in methods:
                 state.record.fidelity = "final"
