@@ -1,4 +1,5 @@
-"""Choosing the torch device: ``auto`` (CUDA when present, else CPU), ``cpu`` or ``cuda``."""
+"""Choosing the torch device: ``auto`` (CUDA when present, else CPU), ``cpu`` or ``cuda``; and the device speed is
+measured on (``--speed-device``)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,56 @@ from compress.distributed import launched, world
 from compress.errors import CompressError
 
 DEVICES = ("auto", "cpu", "cuda")
+SPEED_DEVICES = ("cpu", "cuda")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """The device for ``name``; asking for ``cuda`` where there is none fails with one sentence."""
+    """The device for ``name``; asking for ``cuda`` where there is none fails with one sentence. On CUDA, fp32
+    matrix products run in TF32 where the card has it (:func:`use_tf32`)."""
     if name not in DEVICES:
         raise CompressError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}.")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise CompressError("--device cuda was asked for but no CUDA device is available; use --device cpu.")
-    if name == "cuda" and launched():  # one GPU per process of a data-parallel run
+    if name == "cpu":
+        return torch.device("cpu")
+    device = torch.device("cuda")
+    if launched():   # one GPU per process of a data-parallel run
         index = world(name).local_rank
         torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device(name)
+        device = torch.device("cuda", index)
+    use_tf32(device)
+    return device
+
+
+def has_tf32(device: torch.device) -> bool:
+    """Whether ``device`` is a CUDA card with TF32 tensor cores (compute capability 8.0, Ampere, or later)."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def use_tf32(device: torch.device) -> None:
+    """fp32 matrix products and convolutions in TF32 on a card that has it: what ``fp32`` training means on CUDA
+    (10 mantissa bits in the products, fp32 accumulation; PyTorch's default leaves them in full fp32)."""
+    if has_tf32(device):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def check_speed_device(name: str) -> None:
+    """One sentence, before any work, for a speed device that is unknown or absent here."""
+    if name not in SPEED_DEVICES:
+        raise CompressError(f"unknown --speed-device {name!r}; use one of {', '.join(SPEED_DEVICES)}.")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CompressError("--speed-device cuda was asked for but no CUDA device is available; "
+                            "use --speed-device cpu.")
+
+
+def device_name(device: torch.device | str) -> str:
+    """What a record says a device is: the GPU's name on CUDA, the CPU's model otherwise."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    from compress.bench.machine import cpu_model
+
+    return cpu_model()

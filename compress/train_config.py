@@ -83,6 +83,9 @@ class StageRecord(TypedDict, total=False):
     precision: str                # what it trained in (auto resolved: see compress.step_precision)
     step_ms: dict[str, float]     # under auto, the median training step in each precision it timed
     warnings: list[str]
+    device: str                   # where it trained: the GPU's name or the CPU's model
+    examples_per_second: float    # examples trained on over the seconds of its training steps
+    peak_memory_bytes: int        # on CUDA: the most it held allocated on the GPU
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def autocast(precision: str, device: torch.device) -> torch.autocast:
 def native_bf16(device: str) -> bool:
     """Whether ``device`` (``auto``, ``cpu`` or ``cuda``) computes bf16 natively: a CUDA GPU that supports it, or
     a CPU with AVX-512 BF16 or AMX."""
-    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+    if _on_cuda(device):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     from compress.bench.machine import cpu_features
 
@@ -79,12 +79,17 @@ def resolve_precision(precision: str, device: str) -> str:
 
 
 def run_precision(precision: str, device: str) -> str:
-    """What a run records it asked for: ``auto`` stays ``auto`` where ``device`` computes bf16 natively (each
-    training stage then times both and trains in the faster: :mod:`compress.step_precision`) and is fp32 where
-    bf16 would be emulated (16x slower); any other name is itself."""
+    """What a run records it asked for: ``auto`` stays ``auto`` on CUDA and where the CPU computes bf16 natively
+    (each training stage then times the precisions the device computes and trains in the fastest:
+    :mod:`compress.step_precision`) and is fp32 on a CPU where bf16 would be emulated (16x slower); any other name
+    is itself."""
     if precision != "auto":
         return precision
-    return "auto" if native_bf16(device) else "fp32"
+    return "auto" if _on_cuda(device) or native_bf16(device) else "fp32"
+
+
+def _on_cuda(device: str) -> bool:
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
 def check_precision(precision: str, device: torch.device) -> None:
@@ -92,6 +97,9 @@ def check_precision(precision: str, device: torch.device) -> None:
     if precision == "fp16" and device.type != "cuda":
         raise CompressError("--precision fp16 trains on CUDA only (it needs loss scaling, and CPUs compute fp16 "
                             "slowly); use --precision bf16 on the CPU, or --device cuda.")
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise CompressError(f"--precision bf16 was asked for but {torch.cuda.get_device_name(device)} does not "
+                            "compute bf16; use --precision fp16 or auto.")
 
 
 @dataclass
@@ -107,6 +115,10 @@ class StageResult:
     precision: str = "fp32"            # what it trained in (auto resolved)
     step_ms: dict[str, float] | None = None   # under auto: the median step it timed in each precision
     warnings: list[str] = field(default_factory=list)
+    examples: int = 0                  # examples trained on (every epoch's)
+    step_seconds: float = 0.0          # seconds spent in training steps (not evaluating, not checkpointing)
+    examples_per_second: float | None = None  # examples / step_seconds
+    peak_memory_bytes: int | None = None       # on CUDA: the most the stage held allocated on the GPU
 
 
 def seed_everything(seed: int) -> None:
@@ -116,7 +128,9 @@ def seed_everything(seed: int) -> None:
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    return {k: v.to(device) for k, v in batch.items()}
+    """The batch's tensors on ``device``; to a GPU without waiting for the copies (from pinned memory they overlap
+    the work already queued there)."""
+    return {k: v.to(device, non_blocking=device.type == "cuda") for k, v in batch.items()}
 
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
@@ -359,6 +373,8 @@ def train_stage(
             "best_score": best_score, "best_state": best_state, "bad_epochs": bad_epochs, "result": asdict(result),
         })
 
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     with _progress(show_progress and w.is_main, TextColumn("loss {task.fields[loss]:.4f}"),
                    TextColumn("{task.fields[rate]:.0f} ex/s")) as progress:
@@ -409,7 +425,13 @@ def train_stage(
                                           **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
                 if checkpoints and checkpoints.every and step % checkpoints.every == 0 \
                         and index + 1 < steps_per_epoch:
+                    paused = time.perf_counter()
                     save(epoch, index + 1)
+                    epoch_start += time.perf_counter() - paused   # the epoch's rate counts training steps only
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            result.examples += seen
+            result.step_seconds += time.perf_counter() - epoch_start
             if checkpoints and index >= skip:   # trained this epoch: keep its steps before evaluating, so a
                 save(epoch, index + 1, evaluating=True)   # stop during a long evaluation does not cost the epoch
             skip = 0
@@ -459,4 +481,8 @@ def train_stage(
         model.load_state_dict(best_state)
     model.eval()
     result.seconds = before + time.perf_counter() - start
+    if result.step_seconds > 0:
+        result.examples_per_second = round(result.examples / result.step_seconds, 1)
+    if device.type == "cuda":
+        result.peak_memory_bytes = torch.cuda.max_memory_allocated(device)
     return result

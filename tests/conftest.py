@@ -77,3 +77,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(f"FAILED {message}", red=True, bold=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; collected everywhere, skipped where there is none "
+                                       "(CI has none: benchmarks/gpu_check.sh runs them on a GPU)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (CI has none; benchmarks/gpu_check.sh runs it on a GPU)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

@@ -14,6 +14,7 @@ from helpers import tiny_config, write_tiny_csv
 from transformers import AutoTokenizer
 
 from compress.data import load_task, tokenize_task
+from compress.distill import stage as stage_module
 from compress.distill import teacher_targets as module
 from compress.distill.layer_maps import LayerMap
 from compress.distill.objective import DistillationObjective
@@ -81,6 +82,48 @@ def test_stored_targets_are_the_teachers_outputs_to_bf16_rounding(data):
             pairs_h = pairs.expand_as(fresh)
             torch.testing.assert_close(stored[pairs_h].float(), fresh[pairs_h], rtol=1e-2, atol=2e-2)
             assert not stored[~pairs_h].any()
+
+
+def test_gathered_in_a_few_indexing_operations_the_targets_are_those_of_the_rows_loop(data):
+    """StoredTargets.gather, which a GPU runs where the targets are kept, against the collator's row-by-row copy
+    (the reference): bit for bit, on batches of examples of different lengths padded past every one of them."""
+    targets = stored_targets(_teacher(data), data, "train", "fp",
+                             TargetSpec(hidden=(0, 3), attention="attention_probs", layers=(0, 2)), CPU,
+                             show_progress=False)
+    lengths = [len(ids) for ids in data.splits["train"]["input_ids"]]
+    for index in ([0], [3, 1, 7], list(range(len(lengths)))[::-5]):
+        length = max(lengths[i] for i in index) + 2
+        expected, gathered = targets.batch(index, length), targets.gather(torch.tensor(index), length)
+        assert expected.keys() == gathered.keys() == {"teacher_logits", "teacher_hidden", "teacher_attention"}
+        for key in expected:
+            assert gathered[key].dtype == expected[key].dtype and torch.equal(gathered[key], expected[key]), key
+    assert targets.to(CPU).nbytes == targets.nbytes > 0
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_a_stage_reads_its_targets_from_gpu_memory_and_trains_as_from_the_host(data, monkeypatch):
+    """On CUDA the stored targets are moved to the GPU once and the batches carry only their rows' indices; the
+    student trains as it does from targets gathered on the host and copied over in each step."""
+    cuda = torch.device("cuda")
+    teacher = _teacher(data).to(cuda)
+    recipe = distilbert_recipe(epochs=1, lr=1e-3)
+    settings = TrainSettings(batch_size=8, seed=13, precision="fp32")
+    kept = []
+    monkeypatch.setattr(stage_module, "resident_targets",
+                        lambda targets, device: kept.append(module.resident_targets(targets, device)) or kept[-1])
+
+    def train() -> torch.Tensor:
+        student = _student(teacher).to(cuda)
+        record = distil_stage(recipe.stages[0], recipe, teacher, student, data, "fp", settings, cuda, None, False)
+        assert record["peak_memory_bytes"] > 0 and record["examples_per_second"] > 0
+        assert record["device"] == torch.cuda.get_device_name(cuda)
+        return torch.cat([p.detach().flatten().cpu() for p in student.parameters()])
+
+    resident = train()
+    monkeypatch.setattr(module, "RESIDENT_SHARE", 0.0)   # no room on the GPU: gathered on the host, as on a CPU
+    from_host = train()
+    assert kept[0] is not None and kept[0].logits.is_cuda and kept[0].hidden.is_cuda and kept[1] is None
+    torch.testing.assert_close(resident, from_host, rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("recipe", [tinybert_recipe(), distilbert_recipe(),

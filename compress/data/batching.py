@@ -240,12 +240,15 @@ def make_dataloader(
     batch_size: int = 32,
     shuffle: bool = False,
     seed: int = 0,
+    pin_memory: bool = False,
 ) -> DataLoader:
-    """Batches of a tokenized dataset: in order, or (``shuffle``) seeded and grouped by length."""
+    """Batches of a tokenized dataset: in order, or (``shuffle``) seeded and grouped by length; ``pin_memory`` (for
+    a GPU) collates into page-locked memory, from which the copies to the GPU overlap its work."""
     if not shuffle:
-        return DataLoader(dataset, batch_size=batch_size, collate_fn=collate_fn)
+        return DataLoader(dataset, batch_size=batch_size, collate_fn=collate_fn, pin_memory=pin_memory)
     lengths = [len(ids) for ids in dataset["input_ids"]]
-    return DataLoader(dataset, batch_sampler=length_grouped_batches(lengths, batch_size, seed), collate_fn=collate_fn)
+    return DataLoader(dataset, batch_sampler=length_grouped_batches(lengths, batch_size, seed), collate_fn=collate_fn,
+                      pin_memory=pin_memory)
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -293,10 +296,12 @@ class TokenizedTask:
     cache_key: str
     collator: DynamicPaddingCollator
 
-    def dataloader(self, split: str, *, batch_size: int = 32, shuffle: bool | None = None, seed: int = 0) -> DataLoader:
+    def dataloader(self, split: str, *, batch_size: int = 32, shuffle: bool | None = None, seed: int = 0,
+                   pin_memory: bool = False) -> DataLoader:
         """Batches of one split; shuffled (seeded) by default for ``train`` only."""
         shuffle = split == "train" if shuffle is None else shuffle
-        return make_dataloader(self.splits[split], self.collator, batch_size=batch_size, shuffle=shuffle, seed=seed)
+        return make_dataloader(self.splits[split], self.collator, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                               pin_memory=pin_memory)
 
     def eval_batches(self, split: str, batch_size: int = 128) -> IndexedBatches:
         """The batches of a pass that only reads a model (evaluation, logits): sorted by length, so each is padded

@@ -21,7 +21,7 @@ from torch import nn
 from compress.distill.layer_maps import LayerMap, teacher_layers
 from compress.distill.losses import LOSSES, make_projection
 from compress.distill.recipe import LossTerm, Stage
-from compress.distill.teacher_targets import TargetSpec
+from compress.distill.teacher_targets import INDEX, StoredTargets, TargetSpec
 from compress.errors import CompressError
 from compress.models.encoder import Encoder, EncoderOutput
 from compress.training import Batch, model_inputs, to_device
@@ -57,6 +57,7 @@ class DistillationObjective(nn.Module):
                     f"teacher {t.hidden_size}); use hidden_mse, which learns a projection."
                 )
         self.targets = self.target_spec()
+        self.resident: StoredTargets | None = None   # targets kept on the training device (teacher_targets.INDEX)
 
     def teacher_outputs(self, batch: Batch) -> EncoderOutput:
         with torch.no_grad():
@@ -89,6 +90,8 @@ class DistillationObjective(nn.Module):
         """The teacher's outputs read from the batch's stored targets, or None when the batch lacks what the
         terms read: ``hidden_states`` and the attention maps as {index: tensor}, as :meth:`_pairs` reads them."""
         spec = self.targets
+        if self.resident is not None and INDEX in batch:
+            batch = batch | self.resident.gather(batch[INDEX], batch["input_ids"].shape[1])
         if spec is None or "teacher_logits" not in batch or (spec.hidden and "teacher_hidden" not in batch) \
                 or (spec.attention and "teacher_attention" not in batch):
             return None

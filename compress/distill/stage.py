@@ -9,9 +9,11 @@ from typing import IO
 import torch
 
 from compress.data.batching import TokenizedTask, make_dataloader
+from compress.device import device_name
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
-from compress.distill.teacher_targets import TargetsCollator, stored_targets, with_target_index
+from compress.distill.teacher_targets import (IndexCollator, TargetsCollator, resident_targets, stored_targets,
+                                              with_target_index)
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints
 from compress.train_config import StageRecord, TrainConfig, TrainSettings
@@ -37,11 +39,14 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
         # what the stage reads of the teacher, computed once per teacher and dataset (cached on disk), not per step
         targets = stored_targets(teacher, data, "train", teacher_fingerprint, objective.targets, device, show_progress)
         if targets is not None:
-            train_set, collator = with_target_index(data, "train"), TargetsCollator(data.collator, targets)
+            objective.resident = resident_targets(targets, device)
+            train_set = with_target_index(data, "train")
+            collator = IndexCollator(data.collator) if objective.resident is not None \
+                else TargetsCollator(data.collator, targets)
 
     def train_batches(epoch: int):
         return make_dataloader(train_set, collator, batch_size=settings.batch_size, shuffle=True,
-                               seed=settings.seed + epoch)
+                               seed=settings.seed + epoch, pin_memory=device.type == "cuda")
 
     def dev_loss() -> dict[str, float]:
         return objective.mean_loss(student, data.eval_batches("dev"), device)
@@ -53,8 +58,10 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
         evaluate_fn=dev_loss if stage.select_on == "loss" else None, show_progress=show_progress,
         checkpoints=checkpoints,
     )
+    measured = {"examples_per_second": result.examples_per_second, "peak_memory_bytes": result.peak_memory_bytes}
     return StageRecord(stage=stage.name, best_epoch=result.best_epoch, best_dev=result.best_dev,
                        seconds=round(result.seconds, 1), stopped_early=result.stopped_early,
                        **({"stop_reason": result.stop_reason} if result.stop_reason else {}),
                        precision=result.precision, **({"step_ms": result.step_ms} if result.step_ms else {}),
-                       warnings=result.warnings)
+                       warnings=result.warnings, device=device_name(device),
+                       **{k: v for k, v in measured.items() if v is not None})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,45 @@ class StoredTargets:
     map_offsets: torch.Tensor | None      # (examples + 1,) into ``attention``
     attention: torch.Tensor | None        # flat: per example (len(spec.layers), heads, n, n)
     heads: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of every tensor it holds (what moving it to a GPU takes there)."""
+        tensors = (self.logits, self.token_offsets, self.hidden, self.map_offsets, self.attention)
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+    def to(self, device: torch.device) -> StoredTargets:
+        """The same targets with every tensor on ``device`` (read whole from their files once)."""
+        moved = {name: None if t is None else t.to(device) for name, t in (
+            ("logits", self.logits), ("token_offsets", self.token_offsets), ("hidden", self.hidden),
+            ("map_offsets", self.map_offsets), ("attention", self.attention))}
+        return replace(self, **moved)
+
+    def gather(self, index: torch.Tensor, length: int) -> dict[str, torch.Tensor]:
+        """What :meth:`batch` gives, computed where the targets are (a GPU: no host round trip) in a few indexing
+        operations instead of a loop over the rows: every stored value a row reads is found by its position in the
+        flat tensor, and positions past a row's tokens read zero."""
+        index = index.to(self.logits.device, torch.long)
+        out = {"teacher_logits": self.logits[index].float()}
+        if self.hidden is None and self.attention is None:
+            return out
+        start = self.token_offsets[index]
+        tokens = (self.token_offsets[index + 1] - start)[:, None]                    # (B, 1)
+        position = torch.arange(length, device=index.device)
+        if self.hidden is not None:
+            inside = position[None, :] < tokens                                      # (B, length)
+            rows = torch.where(inside, start[:, None] + position[None, :], 0)
+            hidden = self.hidden[rows].masked_fill(~inside[..., None, None], 0)     # (B, length, K, H)
+            out["teacher_hidden"] = hidden.transpose(1, 2).contiguous()
+        if self.attention is not None:
+            n = tokens[:, :, None, None]                                             # (B, 1, 1, 1)
+            maps = torch.arange(len(self.spec.layers) * self.heads, device=index.device)[None, :, None, None]
+            row, col = position[None, None, :, None], position[None, None, None, :]
+            inside = (row < n) & (col < n)                                           # (B, 1, length, length)
+            flat = self.map_offsets[index][:, None, None, None] + (maps * n + row) * n + col
+            values = self.attention[torch.where(inside, flat, 0)].masked_fill(~inside, 0)
+            out["teacher_attention"] = values.view(len(index), len(self.spec.layers), self.heads, length, length)
+        return out
 
     def batch(self, index: Sequence[int], length: int) -> dict[str, torch.Tensor]:
         """``teacher_logits`` (B, C) and, where stored, ``teacher_hidden`` (B, K, length, H) and
@@ -223,6 +262,30 @@ def with_target_index(data: TokenizedTask, split: str):
     """The split with an :data:`INDEX` column (each row's position), by which the collator finds its targets."""
     examples = data.splits[split]
     return examples.add_column(INDEX, list(range(len(examples))))
+
+
+# A stage's stored targets are moved to the GPU it trains on when they take at most this share of the memory free
+# there; the batches then carry only the rows' indices (:class:`IndexCollator`) and the targets are gathered on the
+# GPU (:meth:`StoredTargets.gather`), instead of gathered on the host and copied over in every step.
+RESIDENT_SHARE = 0.5
+
+
+def resident_targets(targets: StoredTargets, device: torch.device) -> StoredTargets | None:
+    """``targets`` moved to ``device`` when it is a GPU with room for them (:data:`RESIDENT_SHARE`), else None."""
+    if device.type != "cuda" or targets.nbytes > RESIDENT_SHARE * torch.cuda.mem_get_info(device)[0]:
+        return None
+    return targets.to(device)
+
+
+@dataclass(frozen=True)
+class IndexCollator:
+    """Pads as ``base`` does and adds the rows' positions in the stored targets (:data:`INDEX`), by which
+    :meth:`StoredTargets.gather` finds their targets where the targets are."""
+
+    base: DynamicPaddingCollator
+
+    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        return self.base(features) | {INDEX: torch.tensor([int(f[INDEX]) for f in features], dtype=torch.long)}
 
 
 @dataclass(frozen=True)

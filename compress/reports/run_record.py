@@ -128,7 +128,8 @@ def _speed_rows(speed: dict[str, Speed]) -> list[str]:
     t, s = speed.get("teacher"), speed["student"]
     if t is None:
         return []
-    where = f"{s['seq_len']} tokens, {s['threads']} threads"
+    where = f"{s['seq_len']} tokens, " + (f"on the GPU {s['device']}" if s.get("config", {}).get("device") == "cuda"
+                                          else f"{s['threads']} threads")
     return [
         _row(f"latency at batch 1, p50 (ms; {where})", f"{t['latency_ms_p50']:.2f}", f"{s['latency_ms_p50']:.2f}",
              f"{t['latency_ms_p50'] / s['latency_ms_p50']:.2f}x faster"),
@@ -155,14 +156,21 @@ def _chain_lines(record: RunRecord) -> list[str]:
 
 
 def _precision(stage: StageRecord) -> str:
-    """Where a stage recorded it: the precision it trained in and, when auto timed it, each step time."""
+    """Where a stage recorded it: the precision it trained in and, when auto timed it, each step time; then the
+    device, its examples per second and its GPU memory peak where it recorded them."""
     if "precision" not in stage:
         return ""
     timed = stage.get("step_ms")
-    if not timed:
-        return f", {stage['precision']}"
-    steps = ", ".join(f"{name} {ms:.0f} ms" for name, ms in timed.items())
-    return f", {stage['precision']} (a training step timed {steps})"
+    said = f", {stage['precision']}"
+    if timed:
+        said += f" (a training step timed {', '.join(f'{name} {ms:.0f} ms' for name, ms in timed.items())})"
+    if "device" in stage:
+        said += f" on {stage['device']}"
+    if "examples_per_second" in stage:
+        said += f", {stage['examples_per_second']:,.0f} examples/s"
+    if "peak_memory_bytes" in stage:
+        said += f", GPU memory peak {stage['peak_memory_bytes'] / 2**30:.2f} GiB"
+    return said
 
 
 def _training_lines(record: RunRecord, config: SavedConfig) -> list[str]:

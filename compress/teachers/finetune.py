@@ -22,7 +22,7 @@ from torch import nn
 from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
 from compress.data.task import TaskData
-from compress.device import resolve_device
+from compress.device import device_name, resolve_device
 from compress.distill.losses import hard_ce
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
@@ -54,6 +54,9 @@ class FinetuneRecord(TypedDict, total=False):
     test: dict[str, float]              # Metrics.to_dict()
     train_seconds: float
     eval_seconds: float
+    precision: str                      # what it trained in
+    examples_per_second: float          # examples trained on over the seconds of training steps
+    peak_memory_bytes: int              # on CUDA: the most it held allocated on the GPU
 
 
 @dataclass
@@ -138,7 +141,8 @@ def finetune_teacher(
         with Resume({"teacher": fingerprint}, f"fine-tuning {teacher}") as resume:
             result = train_stage(
                 model, hard_label_loss,
-                train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch),
+                train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch,
+                                                          pin_memory=torch_device.type == "cuda"),
                 dev_batches=lambda: data.eval_batches("dev", tc.eval_batch_size),
                 config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
                 checkpoints=resume.stage(0, []),
@@ -149,10 +153,13 @@ def finetune_teacher(
             record = FinetuneRecord(
                 teacher=teacher, teacher_dir=str(teacher_dir), dataset=task.name, fingerprint=fingerprint,
                 split_fingerprint=task.fingerprint, max_length=data.max_length, config=asdict(config),
-                device=str(torch_device), label_names=task.label_names, best_epoch=result.best_epoch,
+                device=device_name(torch_device), label_names=task.label_names, best_epoch=result.best_epoch,
                 history=result.history, dev=result.best_dev, test=test.to_dict(),
                 train_seconds=round(result.seconds, 1), eval_seconds=round(time.perf_counter() - start, 1),
+                precision=result.precision, examples_per_second=result.examples_per_second,
             )
+            if result.peak_memory_bytes is not None:
+                record["peak_memory_bytes"] = result.peak_memory_bytes
             save_encoder(model.cpu(), tmp, tokenizer=tokenizer, label_names=task.label_names)
             (tmp / RECORD).write_text(json.dumps(record, indent=2))
 
