@@ -178,7 +178,7 @@ def test_timed_passes_loads_every_model_afresh_each_pass_in_a_new_order_and_time
     clock, log, loads = _Clock(), [], []
     monkeypatch.setattr(timing, "time", clock)
     monkeypatch.setattr(speed, "speed_batch", lambda data, batch, seq_len: batch)
-    monkeypatch.setattr(speed, "peak_memory_bytes", lambda fn: (fn(), 100 + len(loads))[1])
+    monkeypatch.setattr(speed, "peak_memory_bytes", lambda fn, device="cpu": (fn(), 100 + len(loads))[1])
 
     class Model:
         def __init__(self, name: str, number: int, ms: float) -> None:

@@ -120,3 +120,32 @@ def test_teachers_list_and_verify(tmp_path):
     assert len(offline.stderr.strip().splitlines()) == 1 and "minilm" in offline.stderr
     assert "cannot get 'google-bert/bert-large-uncased' from the Hugging Face hub" in offline.stderr
     assert "HF_HUB_OFFLINE is set" in offline.stderr
+
+
+def test_teachers_init_draws_a_checkpoint_of_the_alias_shape_and_writes_over_nothing(tmp_path):
+    """`compress teachers init` (bert-large where the hub is out of reach) writes a BERT checkpoint of the alias's
+    shape, parameter for parameter as transformers counts that shape, which our encoder loads and verifies; a
+    second call on the same directory and an unknown alias are refused in one line."""
+    out = tmp_path / "teacher"
+    done = run_cli("teachers", "init", str(out), "--like", "minilm", "--seed", "3")
+    assert done.returncode == 0, done.stderr
+    from compress.models.checkpoints import load_encoder
+    from compress.teachers.registry import TEACHERS
+
+    c = TEACHERS["minilm"].config
+    expected = _meta_count(BertModel, BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+                                                 num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads,
+                                                 intermediate_size=c.ffn_size, max_position_embeddings=512))
+    model = load_encoder(out).model
+    assert sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in model.classifier.parameters()) \
+        == expected
+    verified = run_cli("teachers", "verify", str(out), "--json")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["max_abs_diff"] < 1e-5, verified.stderr
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir())
+    for args, expected_line in (((str(out), "--like", "minilm"), "exists already"),
+                                ((str(tmp_path / "other"), "--like", "gpt-17"), "unknown teacher alias 'gpt-17'")):
+        refused = run_cli("teachers", "init", *args)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert expected_line in refused.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir()) == before
+    assert not (tmp_path / "other").exists()

@@ -140,6 +140,10 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
          "bf16 runs on torch or openvino, not onnxruntime"),
         (("albert", "--backend", "torch"), "--target and --backend are for quantization"),
         (("distilbert", "--precision", "fp16", "--device", "cpu"), "--precision fp16 trains on CUDA only"),
+        (("distilbert", "--speed-device", "tpu"), "unknown --speed-device 'tpu'; use one of cpu, cuda"),
+        *([] if torch.cuda.is_available() else [
+            (("distilbert", "--speed-device", "cuda"), "--speed-device cuda was asked for but no CUDA device"),
+            (("distilbert", "--device", "cuda"), "--device cuda was asked for but no CUDA device is available")]),
         (("distilbert", "--precision", "fp8"), "unknown --precision 'fp8'; use one of auto, fp32, bf16, fp16"),
         (("distilbert", "--checkpoint-every", "-1"), "--checkpoint-every must be 0 (epoch ends only) or more"),
         # Brackets in a message are printed as written, not read as rich markup.
@@ -166,14 +170,49 @@ def test_bf16_trains_on_the_cpu_and_is_recorded(tiny):
     assert json.loads(done.stdout)["student"]["accuracy"] >= 0.8
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
+@pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_a_run_trains_on_cuda_in_every_precision(tiny, precision):
     out, done = _run(tiny, "distilbert", "--device", "cuda", "--precision", precision, "--json",
                      out=tiny["root"] / f"run-cuda-{precision}")
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "config.json").read_text())["run"]["precision"] == precision
-    assert json.loads(done.stdout)["student"]["accuracy"] >= 0.8
+    printed = json.loads(done.stdout)
+    assert printed["student"]["accuracy"] >= 0.8
+    stage = printed["stages"][0]
+    assert stage["precision"] == precision and stage["device"] == torch.cuda.get_device_name()
+    assert stage["examples_per_second"] > 0 and stage["peak_memory_bytes"] > 0
+
+
+@pytest.mark.cuda
+def test_on_cuda_auto_times_fp32_bf16_and_fp16_and_the_speed_is_the_gpus(tiny):
+    """--precision auto on a GPU times a step in each precision the card computes and records them; with
+    --speed-device cuda both models are timed there, and the record and report say so."""
+    out, done = _run(tiny, "distilbert", "--device", "cuda", "--speed-device", "cuda", "--json",
+                     out=tiny["root"] / "run-cuda-auto")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    stage = printed["stages"][0]
+    assert set(stage["step_ms"]) == {"fp32", "bf16", "fp16"} and stage["precision"] in stage["step_ms"]
+    gpu = torch.cuda.get_device_name()
+    assert {printed["speed"][m]["device"] for m in ("teacher", "student")} == {gpu}
+    assert printed["speed"]["student"]["peak_memory_bytes"] > 0
+    assert f"on the GPU {gpu}" in (out / "report.md").read_text()
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_formats_without_gpu_kernels_are_refused_and_half_precision_runs_there(tiny):
+    refused = run_cli("run", "int8", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                      "--speed-device", "cuda", "--out", str(tiny["root"] / "never-int8"), *COMMON[6:], env=tiny["env"])
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "has no GPU path in compress" in refused.stderr and not (tiny["root"] / "never-int8").exists()
+    out = tiny["root"] / "run-bf16-gpu"
+    done = run_cli("run", "bf16", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]), "--speed-device",
+                   "cuda", "--json", "--out", str(out), *COMMON[6:], env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["details"]["backend"] == "torch" and printed["speed"]["student"]["device"] == \
+        torch.cuda.get_device_name()
 
 
 def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):

@@ -32,6 +32,7 @@ class Speed(TypedDict, total=False):
 
     seq_len: int
     threads: int
+    device: str                # where it was timed: the CPU's model or the GPU's name (absent: the CPU, before GPUs)
     backend: str
     dtype: str
     latency_ms_p50: float      # batch 1

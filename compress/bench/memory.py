@@ -73,13 +73,29 @@ def _return_free_memory() -> None:
         pass
 
 
-def peak_memory_bytes(fn: Callable[[], object], interval: float = 0.001) -> int:
-    """Peak growth of resident memory while ``fn`` runs, relative to just before the call.
+def gpu_peak_bytes(fn: Callable[[], object]) -> int:
+    """The most GPU memory PyTorch held allocated while ``fn`` ran beyond what it held just before (exact: the
+    caching allocator counts every allocation)."""
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return max(0, torch.cuda.max_memory_allocated() - before)
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: str = "cpu", interval: float = 0.001) -> int:
+    """Peak growth of resident memory while ``fn`` runs, relative to just before the call; on ``device`` cuda, of
+    the GPU memory PyTorch allocates (:func:`gpu_peak_bytes`).
 
     Memory still held by the return value is included: it is sampled before being dropped.
     Freed heap memory is returned to the system first, so earlier work does not hide this call's.
     Without ``/proc`` only growth beyond the process's earlier peak can be seen.
     """
+    if device == "cuda":
+        return gpu_peak_bytes(fn)
     if interval <= 0:
         raise ValueError(f"interval must be positive, got {interval}")
     _return_free_memory()

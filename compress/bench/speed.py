@@ -16,6 +16,7 @@ from compress.bench.measurement import Speed
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call, timed_calls
 from compress.data.batching import TokenizedTask
+from compress.device import check_speed_device, device_name
 from compress.errors import CompressError
 
 if TYPE_CHECKING:  # a type only: the predictors are built above this package (compress.quantize)
@@ -27,6 +28,7 @@ class SpeedConfig:
     """How speed is measured (the sequence length is chosen from the data, see bench.inputs.speed_seq_len)."""
 
     threads: int = field(default_factory=default_threads)
+    device: str = "cpu"         # where the predictors run: "cpu" or "cuda" (they are built for it)
     warmup: int = 5
     repeats: int = 30           # timed calls at batch 1
     batch_size: int = 32
@@ -35,6 +37,7 @@ class SpeedConfig:
     def __post_init__(self) -> None:
         if self.threads < 1 or self.repeats < 1 or self.batch_repeats < 1 or self.batch_size < 1:
             raise CompressError("threads, repeats and batch sizes of speed measurement must be positive integers.")
+        check_speed_device(self.device)
 
 
 def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, config: SpeedConfig) -> Speed:
@@ -43,16 +46,19 @@ def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, confi
     Inputs are real test examples of exactly ``seq_len`` tokens. Torch runs with ``config.threads``
     threads; ONNX Runtime sessions are built with the same count. Peak memory is the growth of the
     process's resident memory during the first large batch (activations and runtime buffers, not the
-    weights already loaded).
+    weights already loaded); on a GPU (``config.device`` cuda, the predictor built for it), the most the batch
+    held allocated there beyond what was allocated before it. A call on a GPU returns its logits to the host, so it
+    ends when the GPU's work does: each timed call is the GPU's time, synchronised.
     """
     one = speed_batch(data, 1, seq_len)
     many = speed_batch(data, config.batch_size, seq_len)
     with fixed_threads(config.threads):
-        peak = peak_memory_bytes(lambda: predictor(many))
+        peak = peak_memory_bytes(lambda: predictor(many), config.device)
         single = time_call(lambda: predictor(one), batch_size=1, warmup=config.warmup, repeats=config.repeats)
         batched = time_call(lambda: predictor(many), batch_size=config.batch_size, warmup=1,
                             repeats=config.batch_repeats)
-    return Speed(seq_len=seq_len, threads=config.threads, backend=predictor.backend, dtype=predictor.dtype,
+    return Speed(seq_len=seq_len, threads=config.threads, device=device_name(config.device),
+                 backend=predictor.backend, dtype=predictor.dtype,
                  latency_ms_p50=single.p50_ms, latency_ms_p90=single.p90_ms, batch_ms_p50=batched.p50_ms,
                  throughput=batched.throughput, peak_memory_bytes=peak, config=asdict(config))
 
@@ -166,7 +172,7 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
             for name in order:
                 timing = timings[name]
                 timing.peak_memory_bytes = max(timing.peak_memory_bytes,
-                                               peak_memory_bytes(partial(predictors[name], many)))
+                                               peak_memory_bytes(partial(predictors[name], many), config.device))
                 timing.batch_ms.append(float(np.median(timed_calls(partial(predictors[name], many), warmup=0,
                                                                    repeats=config.batch_repeats))))
         del predictors

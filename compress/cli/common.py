@@ -23,7 +23,10 @@ REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is re
 TEACHER_EPOCHS = typer.Option(None, help="Epochs of teacher fine-tuning (default 3).")
 TEACHER_LR = typer.Option(None, help="Learning rate of teacher fine-tuning.")
 TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning (default 32).")
-DEVICE = typer.Option("auto", help="auto, cpu or cuda (training; speed is measured on the CPU).")
+DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
+SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
+                                        "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
+                                        "the int8 formats run on the CPU only).")
 PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: where the device computes "
                                       "bf16 natively, the faster of fp32 and bf16, timed per stage; else fp32), fp32, "
                                       "bf16 (autocast) or fp16 (CUDA only).")

@@ -17,6 +17,7 @@ from compress.cli.common import (
     REPEATS,
     SEQ_LEN,
     TEACHER_BATCH_SIZE,
+    SPEED_DEVICE,
     TEACHER_EPOCHS,
     TEACHER_LR,
     THREADS,
@@ -58,6 +59,7 @@ def compare(
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
     device: str = DEVICE,
+    speed_device: str = SPEED_DEVICE,
     precision: str = PRECISION,
     executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
                                                 "speed is still measured here, in one process)."),
@@ -115,7 +117,8 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     config = CompareConfig(
         teacher=s["teacher"], dataset=s["dataset"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
         batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
-        seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], precision=s["precision"],
+        seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
+        precision=s["precision"],
         executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
         teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"]),
         command=shlex.join(["compress", *sys.argv[1:]]),

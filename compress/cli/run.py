@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from compress.cli.common import console, print_json, teacher_finetune
+from compress.cli.common import SPEED_DEVICE, console, print_json, teacher_finetune
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
 from compress.registry import get_method, names
@@ -26,7 +26,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          device: str,
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
-         checkpoint_every: int, **flags: Any) -> None:
+         checkpoint_every: int, speed_device: str, **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
     methods from the registry."""
     from compress.runs.config import RunConfig
@@ -39,7 +39,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=checkpoint_every, speed_device=speed_device,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
     )
     result = run_method(config, show_progress=not as_json)
@@ -83,7 +83,8 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("out", str | None, O(None, help="Run directory (default: runs/METHOD-DATASET-TIME); later pipeline "
                                         "steps write OUT-STEP.")),
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
-        ("device", str, O("auto", help="auto, cpu or cuda.")),
+        ("device", str, O("auto", help="Where it trains: auto, cpu or cuda.")),
+        ("speed_device", str, SPEED_DEVICE),
         ("precision", str, O("auto", help="Precision the student trains in: auto (the default: bf16 where "
                                           "the device computes it natively, else fp32), fp32, bf16 (autocast) or fp16 "
                                           "(CUDA only).")),

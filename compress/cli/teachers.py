@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
@@ -71,6 +73,24 @@ def verify(
         )
     if not ok:
         raise typer.Exit(1)
+
+
+@app.command()
+def init(
+    out: Path = typer.Argument(..., help="New directory to write the checkpoint into."),
+    like: str = typer.Option("bert-large", "--like", help="The teacher alias whose shape it takes."),
+    seed: int = typer.Option(0, help="Seed of the random weights."),
+) -> None:
+    """Write a teacher checkpoint of a known shape with random weights (for bert-large where the hub is out of
+    reach: its real size, for timing training and distillation; not its accuracy)."""
+    from compress.models.accounting import count_parameters
+    from compress.teachers.random_init import random_teacher
+
+    with console.status(f"drawing {like}'s weights"):
+        written = random_teacher(out, like, seed)
+    params = count_parameters(TEACHERS[like].config).backbone
+    console.print(f"{like}-shaped teacher with random weights ({params / 1e6:.1f}M parameters) in {written}; "
+                  f"fine-tune it with `compress teacher finetune --teacher {written}`.")
 
 
 @app.command()

@@ -25,7 +25,7 @@ from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, openvino_backend, torch_backend
 from compress.quantize.formats import QuantMethod
 from compress.quantize.openvino_backend import OvPredictor
-from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor
+from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor, ort_gpu_unavailable
 
 MANIFEST = "quantized.json"
 FORMAT_VERSION = 1
@@ -43,13 +43,30 @@ def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
     return [backend]
 
 
-def unavailable(method: QuantMethod, backend: str) -> str | None:
-    """None when ``method`` can run on ``backend`` here, else why not (one sentence)."""
+def unavailable(method: QuantMethod, backend: str, device: str = "cpu") -> str | None:
+    """None when ``method`` can run on ``backend`` here, on ``device`` (where speed is measured: the CPU or a GPU),
+    else why not (one sentence)."""
+    if device == "cuda":
+        return gpu_unavailable(method.name, method.dtype, backend)
     if backend == "onnxruntime":
         return onnx_backend.onnxruntime_available()
     if backend == "openvino":
         return onnx_backend.onnxruntime_available() or openvino_backend.openvino_available()
     return torch_backend.torch_int8_available() if method.dtype == "int8" else None
+
+
+def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
+    """None when the format ``name`` (of ``dtype``) on ``backend`` runs on a GPU here, else why not: PyTorch runs
+    bf16 and fp16 there, ONNX Runtime the fp32 model where its CUDA execution provider is installed; the int8 formats
+    compress makes (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's) and OpenVINO itself run on the CPU only."""
+    if dtype == "int8":
+        return f"{name} is made for the CPU's int8 kernels and has no GPU path in compress; time it with " \
+               "--speed-device cpu."
+    if backend == "torch":
+        return None if dtype in torch_backend.HALF_DTYPES else f"{name} runs on the CPU only."
+    if backend == "onnxruntime":
+        return onnx_backend.onnxruntime_available() or ort_gpu_unavailable()
+    return "OpenVINO runs on the CPU here (compress compiles its models for the CPU device)."
 
 
 def needs_calibration(method: QuantMethod, backend: str) -> bool:
@@ -123,19 +140,25 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_artefact(directory: Path, threads: int, spinning: bool = False) -> Predictor:
+def load_artefact(directory: Path, threads: int, spinning: bool = False, device: str = "cpu") -> Predictor:
     """The predictor of an artefact directory written by :func:`write_artefact` (``spinning``: whether ONNX
-    Runtime's workers spin-wait for the next call, see :func:`compress.quantize.predictors.ort_session`)."""
+    Runtime's workers spin-wait for the next call, see :func:`compress.quantize.predictors.ort_session`), run on
+    ``device`` (a GPU where the format has a path there: :func:`gpu_unavailable`)."""
     manifest = read_manifest(directory)
     weights = Path(directory) / manifest["weights"]
+    if device == "cuda":
+        reason = gpu_unavailable(manifest["method"], manifest["dtype"], manifest["backend"])
+        if reason:
+            raise CompressError(f"{directory}: {reason}")
     if manifest["backend"] == "onnxruntime":
-        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"], spinning=spinning)
+        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"], spinning=spinning, device=device)
     if manifest["backend"] == "openvino":
         return OvPredictor(weights, threads=threads, dtype=manifest["dtype"])
     config = EncoderConfig.from_dict(manifest["encoder"])
     if manifest["dtype"] == "int8":
         return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")
-    return TorchPredictor(torch_backend.load_half(weights, config, manifest["dtype"]), dtype=manifest["dtype"])
+    return TorchPredictor(torch_backend.load_half(weights, config, manifest["dtype"]), dtype=manifest["dtype"],
+                          device=device)
 
 
 def artefact_bytes(directory: Path) -> int:

@@ -27,19 +27,25 @@ class Predictor(Protocol):
 
 @dataclass
 class TorchPredictor:
-    """A PyTorch module (our Encoder, possibly quantized or cast) run on the CPU."""
+    """A PyTorch module (our Encoder, possibly quantized or cast) run on ``device``, the CPU or a GPU, eagerly or
+    compiled by ``torch.compile`` (``compiled``). On a GPU a call copies the token ids there and the logits back,
+    as a server does, so it returns when the GPU has finished: timing a call times the GPU's work."""
 
     model: nn.Module
     dtype: str = "fp32"
     backend: str = "torch"
+    device: str = "cpu"
+    compiled: bool = False
 
     def __post_init__(self) -> None:
-        self.model.eval()
+        self.model.eval().to(self.device)
+        self._forward = torch.compile(self.model) if self.compiled else self.model
 
     @torch.inference_mode()
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        tensors = {k: torch.from_numpy(np.ascontiguousarray(inputs[k], dtype=np.int64)) for k in INPUT_NAMES}
-        return self.model(**tensors).logits.float().numpy()
+        tensors = {k: torch.from_numpy(np.ascontiguousarray(inputs[k], dtype=np.int64)).to(self.device)
+                   for k in INPUT_NAMES}
+        return self._forward(**tensors).logits.float().cpu().numpy()
 
 
 @dataclass
@@ -80,7 +86,18 @@ def renumbering(teacher_vocab: Mapping[str, int], vocab: Mapping[str, int], unk:
 SLOW_FUSIONS = ["SkipLayerNormFusion"]
 
 
-def ort_session(path: Path, threads: int, save_optimized: Path | None = None, spinning: bool = False) -> Any:
+def ort_gpu_unavailable() -> str | None:
+    """None when ONNX Runtime can run on a GPU here (its CUDA execution provider), else why not (one sentence)."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        return None
+    return (f"this ONNX Runtime ({ort.__version__}) has no CUDA execution provider: install onnxruntime-gpu in its "
+            "place to time ONNX models on the GPU.")
+
+
+def ort_session(path: Path, threads: int, save_optimized: Path | None = None, spinning: bool = False,
+                device: str = "cpu") -> Any:
     """An ONNX Runtime CPU session on ``threads`` threads with every graph optimization but
     :data:`SLOW_FUSIONS`; ``save_optimized`` also writes the graph as optimized (to inspect it). Its worker threads
     do not spin-wait for the next call after one ends unless ``spinning`` (ONNX Runtime's default): spinning, they
@@ -97,23 +114,28 @@ def ort_session(path: Path, threads: int, save_optimized: Path | None = None, sp
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if save_optimized is not None:
         options.optimized_model_filepath = str(save_optimized)
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=SLOW_FUSIONS)
+    # On a GPU every node runs on CUDA or the session fails: a node left to the CPU would be timed as the GPU's.
+    providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+    if device == "cuda":
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return ort.InferenceSession(str(path), options, providers=providers, disabled_optimizers=SLOW_FUSIONS)
 
 
 @dataclass
 class OrtPredictor:
-    """An ONNX model run by ONNX Runtime's CPU execution provider with a fixed number of threads."""
+    """An ONNX model run by ONNX Runtime's CPU execution provider with a fixed number of threads, or by its CUDA
+    execution provider (``device`` cuda)."""
 
     path: Path
     threads: int
     dtype: str = "fp32"
     spinning: bool = False     # see ort_session
     backend: str = "onnxruntime"
+    device: str = "cpu"
     session: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.session = ort_session(self.path, self.threads, spinning=self.spinning)
+        self.session = ort_session(self.path, self.threads, spinning=self.spinning, device=self.device)
         self._inputs = [i.name for i in self.session.get_inputs()]
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -78,6 +78,8 @@ class Context:
     task       the task itself (texts, for vocabulary pruning)
     tokenizer  the model's tokenizer
     device     where to compute ("cpu", "cuda")
+    speed_device  where the model is timed and served ("cpu", "cuda"): a transform that measures speed to choose
+               (quantization's --backend auto) chooses among what runs there
     threads    threads to time with, when a transform measures speed to choose (quantization's --backend auto)
     workdir    where a transform may write files (a quantized artefact); a temporary directory when None
     log        where training losses go, one JSON line each (a run's log.jsonl)
@@ -88,6 +90,7 @@ class Context:
     task: TaskData | None = None
     tokenizer: Any = None
     device: str = "cpu"
+    speed_device: str = "cpu"
     train: TrainSettings = field(default_factory=TrainSettings)
     threads: int | None = None
     workdir: Path | None = None

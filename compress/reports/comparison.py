@@ -180,15 +180,18 @@ def _warnings(comparison: ShownComparison) -> list[str]:
 
 
 def _notes(comparison: ShownComparison) -> tuple[str, ...]:
+    notes = NOTES if not comparison.context.gpu else tuple(
+        note.replace("on the CPU", f"on the GPU ({comparison.context.gpu}), each call synchronised")
+        for note in NOTES)
     if not comparison.has_intervals:
-        return NOTES
+        return notes
     seeds = comparison.context.seeds
     speedup = SPEEDUP_NOTES.get(comparison.context.speedup, SPEEDUP_NOTES[None])
     several = (f"{ONE_RUN} one run (the teacher, or a method that neither trains nor samples): its interval counts "
                "the test sentences only; every other row's counts the seeds too.",
                f"params, size, FLOPs, latency, throughput and speed-up: each method's first seed's model (seed "
                f"{seeds[0]}); accuracy and retention: the mean over its seeds.") if len(seeds) > 1 else ()
-    return NOTES + INTERVAL_NOTES + (speedup, *several)
+    return notes + INTERVAL_NOTES + (speedup, *several)
 
 
 def _front_sentences(comparison: ShownComparison) -> list[str]:
@@ -236,9 +239,11 @@ def _context_line(comparison: ShownComparison) -> list[str]:
         parts.append(f"dataset {dataset.name}" + (f" ({split}{fingerprint})" if split or fingerprint else ""))
     if context.seq_len is not None:
         parts.append(f"sequence length {context.seq_len} tokens")
+    if context.gpu:
+        parts.append(f"timed on the GPU {context.gpu}")
     if context.cpu:
         parts.append(f"CPU {context.cpu}")
-    if context.threads is not None:
+    if context.threads is not None and not context.gpu:
         parts.append(f"{context.threads} threads")
     if context.precision:
         parts.append(f"students trained in {precision_phrase(context.precision)}")
@@ -422,7 +427,9 @@ def render_summary(path: Path, heading: str = "##") -> str:
     command = data.get("command")
     made = f"Made by `{command}`" if command else "Made by a `compress compare` whose command was not recorded"
     made += f" on {_md(_cpu_phrase(data))}"
-    if (threads := shown.context.threads) is not None:
+    if shown.context.gpu:
+        made += f", timed on the GPU {_md(shown.context.gpu)}"
+    elif (threads := shown.context.threads) is not None:
         made += f", timed with {threads} thread{'' if threads == 1 else 's'}"
     if shown.context.precision:
         made += f", students trained in {_md(precision_phrase(shown.context.precision))}"

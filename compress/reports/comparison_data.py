@@ -292,6 +292,7 @@ class ShownContext:
     seq_len: int | float | None = None
     threads: int | float | None = None
     cpu: str | None = None                          # the CPU's model name
+    gpu: str | None = None                          # the GPU every model was timed on (None: timed on the CPU)
     other_cpus: float | None = None                 # CPUs other processes kept busy while speed was measured
     created: str | None = None
     accuracy_standard_error: float | None = None    # a fraction: smaller accuracy differences are ties (schema < 3)
@@ -307,6 +308,7 @@ class ShownContext:
     def from_json(cls, data: dict[str, object]) -> ShownContext:
         return cls(seq_len=_as_given(data.get("seq_len")), threads=_as_given(data.get("threads")),
                    cpu=_text(_object(_object(data.get("manifest")).get("cpu")).get("model")),
+                   gpu=_text(_object(data.get("speed")).get("gpu")),
                    other_cpus=number(_object(data.get("speed")).get("other_cpus")),
                    created=_text(data.get("created")),
                    accuracy_standard_error=number(data.get("accuracy_standard_error")),

@@ -254,6 +254,8 @@ class SpeedSettings(TypedDict, total=False):
     meanwhile (None off Linux)."""
 
     threads: int
+    device: str               # where every model was timed: "cpu", or "cuda" (absent: the CPU, before GPUs)
+    gpu: str                  # on cuda: the GPU's name
     warmup: int               # before passes: untimed calls before a model's timed ones (now round_warmup)
     repeats: int
     batch_size: int

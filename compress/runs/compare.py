@@ -53,6 +53,7 @@ from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
+from compress.device import device_name
 from compress.data.load import check_dataset, load_task
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
@@ -126,6 +127,7 @@ class CompareConfig:
     seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED])   # every seeded run once per seed
     device: str = "auto"
     precision: str = "auto"             # every run's training precision (auto: bf16 where the device computes it)
+    speed_device: str = "cpu"           # where every model is timed: the CPU, or a GPU (cuda)
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
@@ -143,7 +145,7 @@ class CompareConfig:
                 "epochs": self.epochs, "batch_size": self.batch_size, "seeds": list(self.seeds),
                 "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
-                "device": self.device, "precision": self.precision}
+                "device": self.device, "precision": self.precision, "speed_device": self.speed_device}
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,7 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
                      device=config.device, precision=config.precision, threads=config.threads,
+                     speed_device=config.speed_device,
                      teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
                      out=str(directory) if directory else None, overwrite=True)
 
@@ -338,11 +341,12 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
     return run_dir, run(run_config, show_progress).record, False
 
 
-def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int]) -> Predictor:
-    """The run's model, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
+def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int],
+               device: str = "cpu") -> Predictor:
+    """The run's model on ``device``, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
     model_dir = run_dir / ("model" if record.quantized else "student")
-    predictor = load_artefact(model_dir, threads) if record.quantized else \
-        TorchPredictor(load_encoder(model_dir).model)
+    predictor = load_artefact(model_dir, threads, device=device) if record.quantized else \
+        TorchPredictor(load_encoder(model_dir).model, device=device)
     tokenizer = saved_tokenizer(model_dir)
     table = renumbering(teacher_vocab, tokenizer.get_vocab(), tokenizer.unk_token_id)
     return predictor if table is None else RenumberedPredictor(predictor, table)
@@ -366,7 +370,8 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
                 check_student_inputs([(s.method, s.method.options(**s.options)) for s in (parent, step)],
                                      config.teacher)
     threads = default_threads() if config.threads is None else config.threads
-    speed_config = SpeedConfig(threads=threads, repeats=config.repeats)  # bad values fail here, before training
+    # bad values fail here, before training
+    speed_config = SpeedConfig(threads=threads, repeats=config.repeats, device=config.speed_device)
     check_seq_len(config.seq_len, teacher_config(config.teacher).max_positions)
     check_dataset(config.dataset, dedupe=config.dedupe)
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
@@ -407,8 +412,10 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     vocab = load_tokenizer(str(finetuned.directory)).get_vocab()
 
     def load() -> dict[str, Predictor]:   # every model afresh, for each pass
-        return {"teacher": TorchPredictor(finetuned.load().model)} | {
-            name: _predictor(record, run_dir, threads, vocab) for name, [(_, run_dir, record), *_] in runs.items()}
+        device = config.speed_device
+        return {"teacher": TorchPredictor(finetuned.load().model, device=device)} | {
+            name: _predictor(record, run_dir, threads, vocab, device)
+            for name, [(_, run_dir, record), *_] in runs.items()}
 
     runs_s = lap()
     with OtherLoad() as load_meanwhile:
@@ -435,7 +442,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
         speed={k: v for k, v in asdict(speed_config).items() if k != "warmup"} | {   # the rounds' own warm-up
             "passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP, "other_cpus": load_meanwhile.cpus,
-            "speedup": "passes"},
+            "speedup": "passes"} | ({"gpu": device_name(speed_config.device)} if speed_config.device == "cuda" else {}),
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),

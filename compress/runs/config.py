@@ -13,6 +13,7 @@ from typing import Any
 
 from compress.data.load import check_dataset, load_task
 from compress.data.task import TaskData
+from compress.device import check_speed_device
 from compress.distributed import world
 from compress.errors import CompressError
 from compress.ownership import foreign, mark_run, owned
@@ -60,6 +61,7 @@ class RunConfig:
     overwrite: bool = False
     precision: str = "auto"           # training precision: auto (resolved here), fp32, bf16, fp16 (CUDA only)
     checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
+    speed_device: str = "cpu"         # where the models are timed: the CPU, or a GPU (cuda)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -74,6 +76,7 @@ class RunConfig:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
         if self.checkpoint_every < 0:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
+        check_speed_device(self.speed_device)
         if self.precision not in PRECISION_CHOICES:
             raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
         # auto becomes fp32 where this device would emulate bf16, and stays auto (each stage times both and
@@ -89,9 +92,11 @@ NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every", "stop_below")
 
 def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
-    run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row; a teacher
-    fine-tuned without a bar is one fine-tuned before bars existed."""
-    settings = {"precision": "fp32", "dedupe": False} | {k: v for k, v in run.items() if k not in NOT_RESULT}
+    run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row, one before
+    ``speed_device`` was timed on the CPU (a quantization's backend is chosen among those that run where it is timed,
+    so the device is part of its result); a teacher fine-tuned without a bar is one fine-tuned before bars existed."""
+    settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu"} | \
+        {k: v for k, v in run.items() if k not in NOT_RESULT}
     train = (settings.get("teacher_finetune") or {}).get("train")
     if isinstance(train, dict) and train.get("stop_below") is None:
         train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}

@@ -76,7 +76,8 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
             log_path = tmp / "log.jsonl"
             with open(log_path, "w") as log:
                 context = Context(data=source.data, task=source.task, tokenizer=load_tokenizer(str(source.directory)),
-                                  device=config.device, train=train_settings(config), threads=config.threads,
+                                  device=config.device, speed_device=config.speed_device,
+                                  train=train_settings(config), threads=config.threads,
                                   workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name)
                 context.workdir.mkdir()
                 made = method.apply(source.model.to(resolve_device(config.device)).eval(), options, context)
@@ -92,10 +93,14 @@ def measure_models(config: RunConfig, data: TokenizedTask, seq_len: int | None =
                    **models: Any) -> dict[str, Speed]:
     """Each model's speed (an Encoder or a predictor), measured one after another in this process on the same
     inputs, at ``seq_len`` tokens (default: the test split's 95th percentile)."""
-    speed = SpeedConfig(threads=config.threads or default_threads())
+    speed = SpeedConfig(threads=config.threads or default_threads(), device=config.speed_device)
     seq_len = seq_len or speed_seq_len(data)
-    return {name: measure_speed(TorchPredictor(model) if isinstance(model, Encoder) else model, data, seq_len, speed)
-            for name, model in models.items()}
+    measured = {name: measure_speed(TorchPredictor(model, device=speed.device) if isinstance(model, Encoder) else model,
+                                    data, seq_len, speed) for name, model in models.items()}
+    for model in models.values():
+        if isinstance(model, Encoder):
+            model.cpu()   # saved and compared from the CPU, wherever it was timed
+    return measured
 
 
 def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: Any, source: Source,

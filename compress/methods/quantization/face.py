@@ -142,7 +142,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         if config.epochs or config.lr or config.layer_map or config.patience:
             raise CompressError(f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
                                 "and --patience do not apply.")
-        usable_backends(fmt, options.backend)
+        usable_backends(fmt, options.backend, getattr(config, "speed_device", "cpu"))
         if options.choose_by not in ("latency", "throughput"):
             raise CompressError(f"--choose-by must be latency or throughput, got {options.choose_by!r}.")
         if not 0 < options.min_retention <= 1:

@@ -59,10 +59,11 @@ def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.nda
     return batches
 
 
-def usable_backends(method: QuantMethod, backend: str) -> tuple[list[str], dict[str, str]]:
-    """The backends to build and, for those left out, why; one clear line when none can run."""
+def usable_backends(method: QuantMethod, backend: str, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
+    """The backends to build and, for those left out, why; one clear line when none can run (on ``device``, where
+    the model is timed: the CPU or a GPU)."""
     backends = candidate_backends(method, backend)
-    reasons = {b: unavailable(method, b) for b in backends}
+    reasons = {b: unavailable(method, b, device) for b in backends}
     usable = [b for b in backends if reasons[b] is None]
     if not usable:
         raise CompressError(f"{method.name} cannot run here: {reasons[backends[0]]}")
@@ -73,13 +74,13 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     """``model`` in ``fmt`` on the fastest backend of those ``options.backend`` allows, as an artefact in
     ``context.workdir`` (a new temporary directory when None); ``context.data`` gives the inputs it is timed
     and scored on (and static int8's calibration batches)."""
-    backends, skipped = usable_backends(fmt, options.backend)
+    backends, skipped = usable_backends(fmt, options.backend, context.speed_device)
     data = context.data
     if data is None:
         raise CompressError(f"{fmt.name} needs the task's data to time and score the model (Context.data).")
     workdir = context.workdir or Path(tempfile.mkdtemp(prefix=f"compress-{fmt.name}-"))
     features = cpu_features()
-    speed = SpeedConfig(threads=context.threads or default_threads())
+    speed = SpeedConfig(threads=context.threads or default_threads(), device=context.speed_device)
     seq_len = speed_seq_len(data)
 
     def batches(split: str, size: int):
@@ -90,7 +91,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         what = f"{fmt.name} on {backend}: {split} sentences"
         return predict_batches(predictor, with_progress(batches(split, 1), what, context.show_progress))
 
-    fp32 = TorchPredictor(model.cpu().eval())
+    fp32 = TorchPredictor(model.eval(), device=context.speed_device)
     fp32_logits, labels = predict_batches(fp32, batches("test", BATCHED))  # fp32 ignores padding: any size
     fp32_speed = measure_speed(fp32, data, seq_len, speed)
     # The seeded method (static int8) calibrates on its seed's sentences; int8 on OpenVINO (NNCF), not a
@@ -103,7 +104,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         directory.mkdir()
         write_artefact(fmt, built, model, directory, calibration=calibration,
                        label_names=context.task.label_names if context.task is not None else None)
-        loaded[built] = load_artefact(directory, speed.threads)  # what is measured is what was written
+        loaded[built] = load_artefact(directory, speed.threads, device=speed.device)  # measured as written
     # Two passes in alternating order, each backend's fastest kept: a burst of load on a shared machine
     # slows one pass of one backend, not the choice.
     measured = measure_all(loaded, data, seq_len, speed, passes=2 if len(backends) > 1 else 1)
@@ -141,6 +142,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         dev_accuracy=dev, fp32_dev_accuracy=fp32_dev, min_retention=options.min_retention if dev else None,
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
     )
+    model.cpu()   # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
                        test=test, dev=chosen_dev, speed={"source": fp32_speed, "student": student_speed})
 
