@@ -109,20 +109,20 @@ say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc)
 # --- 1. The CUDA tests ---
 say "== 1. CUDA tests"
 mapfile -t files < <(grep -l "mark.cuda" tests/test_*.py)
-part 240 pytest.log $PY -m pytest -q -m cuda -p no:cacheprovider "${files[@]}"
+part 180 pytest.log $PY -m pytest -q -m cuda -n 4 --dist load -p no:cacheprovider "${files[@]}"
 say "$(grep -E ' in [0-9.]+s' "$RESULTS/pytest.log" | tail -1)"
 
 # --- 2. The flagship at its real size ---
 say "== 2. $LIKE-shaped teacher (random weights) fine-tuned on MR, then albert distilled from it, on $DEVICE"
 TEACHER="$WORK/$LIKE-random"
 part 60 teacher-init.log $PY -m compress teachers init "$TEACHER" --like "$LIKE"
-part 150 teacher-finetune.json $PY -m compress teacher finetune --teacher "$TEACHER" --device "$DEVICE" --epochs 1 --json
+part 120 teacher-finetune.json $PY -m compress teacher finetune --teacher "$TEACHER" --device "$DEVICE" --epochs 1 --json
 part 150 flagship.json $PY -m compress run albert --teacher "$TEACHER" --device "$DEVICE" --speed-device "$DEVICE" \
     --epochs 1 --teacher-epochs 1 --out "$WORK/flagship" --json
 
 # --- 3. The GPU speed table ---
 say "== 3. GPU speed table"
-part 150 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
+part 120 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
 
 # --- 4. The default comparison, trained on the GPU ---
 say "== 4. the default comparison (minilm, MR) trained on the GPU"
