@@ -14,8 +14,10 @@
 #      fine-tuned on MR on the GPU, then `compress run albert` distilled from it there and timed there (one epoch
 #      each: the check's budget); each stage's time, examples per second, GPU memory peak and auto's precision;
 #   3. the GPU speed table (benchmarks/gpu_speed.py): bert-large's shape and its students, batch 1 and 32;
-#   4. the default comparison (`compress compare`, every default method on minilm and MR) trained on the GPU, in
-#      what time is left: its training time against the same comparison's on a 2-core CPU.
+#   4. the default comparison's students (`compress compare` of the default methods that train, on minilm and MR)
+#      trained on the GPU, in what time is left: their training time against the same runs' on a 2-core CPU
+#      (benchmarks/gpu_summary.py --cpu DIR).
+# GPU_CHECK_PYTEST_ARGS adds pytest arguments (say, -k to rerun some tests); GPU_CHECK_METHODS sets part 4's methods.
 # Everything it wrote is in RESULTS_DIR: summary.txt (what the note quotes), each part's log and JSON.
 #
 # The minilm package travels with its weights stored in fp16 (the whole fp32 package is over what a transfer to the
@@ -109,24 +111,30 @@ say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc)
 # --- 1. The CUDA tests ---
 say "== 1. CUDA tests"
 mapfile -t files < <(grep -l "mark.cuda" tests/test_*.py)
-part 180 pytest.log $PY -m pytest -q -m cuda -n 4 --dist load -p no:cacheprovider "${files[@]}"
+# shellcheck disable=SC2086
+part 180 pytest.log $PY -m pytest -q -m cuda -n 4 --dist load -p no:cacheprovider ${GPU_CHECK_PYTEST_ARGS:-} "${files[@]}"
 say "$(grep -E ' in [0-9.]+s' "$RESULTS/pytest.log" | tail -1)"
 
 # --- 2. The flagship at its real size ---
 say "== 2. $LIKE-shaped teacher (random weights) fine-tuned on MR, then albert distilled from it, on $DEVICE"
+# A teacher drawn at random learns from scratch: every layer at the full rate (no layer-wise decay, which would
+# leave its random embeddings nearly still) and a rate a 24-layer BERT trains at.
 TEACHER="$WORK/$LIKE-random"
 part 60 teacher-init.log $PY -m compress teachers init "$TEACHER" --like "$LIKE"
-part 120 teacher-finetune.json $PY -m compress teacher finetune --teacher "$TEACHER" --device "$DEVICE" --epochs 1 --json
+part 120 teacher-finetune.json $PY -m compress teacher finetune --teacher "$TEACHER" --device "$DEVICE" --epochs 1 \
+    --layer-decay 1 --lr "${GPU_CHECK_TEACHER_LR:-5e-5}" --json
 part 150 flagship.json $PY -m compress run albert --teacher "$TEACHER" --device "$DEVICE" --speed-device "$DEVICE" \
-    --epochs 1 --teacher-epochs 1 --out "$WORK/flagship" --json
+    --epochs 1 --teacher-epochs 1 --teacher-lr "${GPU_CHECK_TEACHER_LR:-5e-5}" --teacher-layer-decay 1 \
+    --out "$WORK/flagship" --json
 
 # --- 3. The GPU speed table ---
 say "== 3. GPU speed table"
 part 120 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
 
 # --- 4. The default comparison, trained on the GPU ---
-say "== 4. the default comparison (minilm, MR) trained on the GPU"
-part 600 compare.json $PY -m compress compare --device "$DEVICE" --out "$WORK/compare" --json
+say "== 4. the default comparison's students (minilm, MR) trained on $DEVICE"
+part 600 compare.json $PY -m compress compare --device "$DEVICE" --out "$WORK/compare" --json \
+    --methods "${GPU_CHECK_METHODS:-albert,distilbert,tinybert,prune,lowrank,albert[rank=48]}"
 for run in "$WORK"/compare/runs/*/*/; do
     [ -f "$run/metrics.json" ] && cp "$run/metrics.json" "$RESULTS/compare-$(basename "$(dirname "$run")")-$(basename "$run").json"
 done

@@ -13,7 +13,8 @@ the token ids copied to the GPU and the logits back in every call, so a call end
 
 Formats, per model: PyTorch eager in fp32 (TF32 off), fp32 with TF32 matrix products (what ``--device cuda`` trains
 in as fp32), bf16 and fp16 (the weights cast, as the bf16 and fp16 methods store them); ``torch.compile`` of the
-formats ``--compiled`` names (one compiled graph per batch shape, its compile time printed apart and not timed);
+formats ``--compiled`` names for the models ``--compile-models`` names (one compiled graph per batch shape, its
+compile time printed apart and not timed);
 ONNX Runtime's CUDA execution provider on the fp32 ONNX export where onnxruntime-gpu is installed (said otherwise).
 The int8, int4 and float8 formats compress makes are CPU formats (PyTorch's dynamic int8, ONNX Runtime's and
 OpenVINO's): none has a GPU path in compress yet, and the table says so rather than timing them on the CPU.
@@ -25,6 +26,7 @@ every ratio is the teacher's fp32 eager median at the same batch over the cell's
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import tempfile
 import time
@@ -62,10 +64,14 @@ def shapes(teacher: str, students: list[str], num_labels: int) -> dict[str, Enco
 
 
 def makers(config: EncoderConfig, compiled: list[str], onnx_dir: Path) -> dict[str, Callable[[], Predictor]]:
-    """For every format of one shape, a function that builds its predictor on the GPU (random weights, seed 0)."""
+    """For every format of one shape, a function that builds its predictor on the GPU: one model with random
+    weights (seed 0) drawn there, each format a cast copy of it."""
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        base = Encoder(config).eval()
+
     def model(dtype: torch.dtype) -> Encoder:
-        torch.manual_seed(0)
-        return Encoder(config).to(dtype).eval()
+        return copy.deepcopy(base).to(dtype)
 
     found: dict[str, Callable[[], Predictor]] = {
         f"eager {fmt}": (lambda fmt=fmt: TorchPredictor(model(DTYPES[fmt]), dtype=fmt, device="cuda")) for fmt in EAGER}
@@ -89,6 +95,8 @@ def main() -> None:
     parser.add_argument("--teacher", default="bert-large", help="a teacher alias (its shape) or checkpoint directory")
     parser.add_argument("--students", default="albert,distilbert,tinybert", help="student methods, comma-separated")
     parser.add_argument("--compiled", default="bf16", help="formats to time under torch.compile too ('' for none)")
+    parser.add_argument("--compile-models", default="teacher,albert",
+                        help="the models timed compiled (each shape compiles for tens of seconds)")
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per sentence (default: 95th percentile)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=10)
@@ -108,7 +116,8 @@ def main() -> None:
     base: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="compress-gpu-speed-") as tmp:
         for name, config in shapes(args.teacher, [s for s in args.students.split(",") if s], task.num_labels).items():
-            for fmt, make in makers(config, compiled, Path(tmp)).items():
+            formats = compiled if name in args.compile_models.split(",") else []
+            for fmt, make in makers(config, formats, Path(tmp)).items():
                 torch.backends.cuda.matmul.allow_tf32 = fmt.endswith("tf32")
                 predictor = make()
                 row: dict[str, Any] = {"model": name, "format": fmt, "params": sum(

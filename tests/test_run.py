@@ -185,6 +185,26 @@ def test_a_run_trains_on_cuda_in_every_precision(tiny, precision):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("pipeline, flags", [
+    ("albert", METHOD_FLAGS["albert"]), ("albert", (*METHOD_FLAGS["albert"], "--rank", "4")),
+    ("tinybert", METHOD_FLAGS["tinybert"]),
+    ("distilbert+prune[keep_heads=0.5,keep_ffn=0.5,recovery_epochs=1]+lowrank[recovery_epochs=1]", ())],
+    ids=["albert", "albert-relaxed", "tinybert", "distilbert+prune+lowrank"])
+def test_every_family_that_trains_trains_on_cuda(tiny, pipeline, flags):
+    """Each student's initialisation from the teacher (the factorized embedding's fit, the relaxed deltas' SVD),
+    its stages, and pruning's and low-rank factorization's scoring and recovery, on the GPU."""
+    _, done = _run(tiny, pipeline, "--device", "cuda", *flags, "--json",
+                     out=tiny["root"] / f"cuda-{pipeline.split('[')[0]}-{len(flags)}")
+    assert done.returncode == 0, done.stderr
+    steps = [json.loads(done.stdout)]
+    while "chained" in steps[-1]:
+        steps.append(steps[-1]["chained"])
+    for step in steps:
+        assert step["stages"] and all(stage["device"] == torch.cuda.get_device_name() for stage in step["stages"])
+    assert steps[-1]["student"]["accuracy"] > _majority(tiny["csv"])
+
+
+@pytest.mark.cuda
 def test_on_cuda_auto_times_fp32_bf16_and_fp16_and_the_speed_is_the_gpus(tiny):
     """--precision auto on a GPU times a step in each precision the card computes and records them; with
     --speed-device cuda both models are timed there, and the record and report say so."""

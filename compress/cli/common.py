@@ -23,6 +23,8 @@ REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is re
 TEACHER_EPOCHS = typer.Option(None, help="Epochs of teacher fine-tuning (default 3).")
 TEACHER_LR = typer.Option(None, help="Learning rate of teacher fine-tuning.")
 TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning (default 32).")
+TEACHER_LAYER_DECAY = typer.Option(None, help="Layer-wise lr decay of teacher fine-tuning (default 0.8; 1 for a "
+                                              "teacher with random weights, which learns in every layer).")
 DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
 SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
                                         "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
@@ -37,10 +39,12 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
-def teacher_finetune(epochs: int | None, lr: float | None, batch_size: int | None) -> FinetuneConfig:
-    """The teacher's fine-tuning from --teacher-epochs/--teacher-lr/--teacher-batch-size (None: the default)."""
+def teacher_finetune(epochs: int | None, lr: float | None, batch_size: int | None,
+                     layer_decay: float | None = None) -> FinetuneConfig:
+    """The teacher's fine-tuning from --teacher-epochs/--teacher-lr/--teacher-batch-size/--teacher-layer-decay
+    (None: the default)."""
     base = FinetuneConfig()
-    given = {"epochs": epochs, "lr": lr, "batch_size": batch_size}
+    given = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "layer_decay": layer_decay}
     try:
         return replace(base, train=replace(base.train, **{k: v for k, v in given.items() if v is not None}))
     except ValueError as e:

@@ -17,6 +17,7 @@ from compress.cli.common import (
     REPEATS,
     SEQ_LEN,
     TEACHER_BATCH_SIZE,
+    TEACHER_LAYER_DECAY,
     SPEED_DEVICE,
     TEACHER_EPOCHS,
     TEACHER_LR,
@@ -58,6 +59,7 @@ def compare(
     teacher_epochs: int | None = TEACHER_EPOCHS,
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
+    teacher_layer_decay: float | None = TEACHER_LAYER_DECAY,
     device: str = DEVICE,
     speed_device: str = SPEED_DEVICE,
     precision: str = PRECISION,
@@ -120,7 +122,8 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
         precision=s["precision"],
         executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
-        teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"]),
+        teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"],
+                                          s["teacher_layer_decay"]),
         command=shlex.join(["compress", *sys.argv[1:]]),
         config_file={"name": config_file.name, "text": file_text} if config_file is not None else None)
     if s["methods"] is not None:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from compress.cli.common import SPEED_DEVICE, console, print_json, teacher_finetune
+from compress.cli.common import SPEED_DEVICE, TEACHER_LAYER_DECAY, console, print_json, teacher_finetune
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
 from compress.registry import get_method, names
@@ -24,7 +24,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          label_column: str | None, dedupe: bool, epochs: int | None, batch_size: int, lr: float | None, seed: int,
          layer_map: str | None, patience: int | None, stop_below: float | None, out: str | None, overwrite: bool,
          device: str,
-         teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None, target: str,
+         teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None,
+         teacher_layer_decay: float | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
          checkpoint_every: int, speed_device: str, **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
@@ -40,7 +41,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
         checkpoint_every=checkpoint_every, speed_device=speed_device,
-        teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
+        teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size, teacher_layer_decay),
     )
     result = run_method(config, show_progress=not as_json)
     if result.record is None:  # another rank of a data-parallel run: rank 0 reports
@@ -94,6 +95,7 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("teacher_epochs", int | None, O(None, help="Epochs of teacher fine-tuning (default 3).")),
         ("teacher_lr", float | None, O(None, help="Learning rate of teacher fine-tuning.")),
         ("teacher_batch_size", int | None, O(None, help="Batch size of teacher fine-tuning (default 32).")),
+        ("teacher_layer_decay", float | None, TEACHER_LAYER_DECAY),
         ("target", str, O("teacher", help="What a transform (int8, bf16, onnx, ...) takes when it is the first "
                                          "step: 'teacher' or an earlier run directory.")),
         ("then", list[str] | None, O(None, help="A transform to apply to the previous step's model (repeatable): "

@@ -145,6 +145,7 @@ class CompareConfig:
                 "epochs": self.epochs, "batch_size": self.batch_size, "seeds": list(self.seeds),
                 "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
+                "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device}
 
 

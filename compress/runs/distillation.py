@@ -75,9 +75,12 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     if method.prepare is not None:
         data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,
                                                    show_progress))
-    teacher = finetuned.load().model.to(device)
+    teacher = finetuned.load().model
     seed_everything(config.seed)
+    # Built from the teacher on the CPU, as every initialisation is tested (an SVD, a fit of the embeddings), then
+    # both go where they train.
     student = method.build(teacher, options).to(device)
+    teacher.to(device)
 
     start = time.perf_counter()
     resume = Resume({"run": result_settings(asdict(config)), "teacher": finetuned.record["fingerprint"]},

@@ -91,7 +91,9 @@ def fit_embeddings(teacher: Encoder, student: Encoder, steps: int = 200, seq_len
     then matches the teacher's layer-normed V x H embedding as well as its rank allows, before
     any task data is seen. Returns the final relative error ||s - t|| / ||t||.
     """
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)   # drawn on the CPU, so a seed gives the same sequences on any device
+    device = next(teacher.parameters()).device
+    student.to(device)   # fitted where the teacher is
     config = teacher.config
     n = min(seq_len, config.max_positions, student.config.max_positions)
     params = list(student.embeddings.parameters())
@@ -101,8 +103,8 @@ def fit_embeddings(teacher: Encoder, student: Encoder, steps: int = 200, seq_len
     student.eval()  # no dropout while fitting
     error = float("nan")
     for step in range(steps):
-        ids = torch.randint(0, config.vocab_size, (batch_size, n), generator=g)
-        types = torch.randint(0, config.type_vocab_size, (batch_size, 1), generator=g).expand(-1, n)
+        ids = torch.randint(0, config.vocab_size, (batch_size, n), generator=g).to(device)
+        types = torch.randint(0, config.type_vocab_size, (batch_size, 1), generator=g).expand(-1, n).to(device)
         with torch.no_grad():
             target = teacher.embeddings(ids, types)
         output = student.embeddings(ids, types)
