@@ -76,8 +76,10 @@ def shape_key(*modules: Any) -> str:
 
 def time_steps(step: Callable[[str, Any], None], batches: Sequence[Any], device: torch.device) -> dict[str, float]:
     """The median milliseconds of ``step(precision, batch)`` in each precision :func:`weighed` names for ``device``:
-    one untimed step each, then :data:`TIMED_STEPS` rounds that take the precisions in turn on the same batch, so a
-    machine that slows down during the measurement slows all alike."""
+    one untimed step each (on a GPU, one on every batch it times: a GPU sets up kernels per shape and precision the
+    first time it meets them, once per training, where a CPU does not), then :data:`TIMED_STEPS` rounds that take
+    the precisions in turn on the same batch, so a machine that slows down during the measurement slows all
+    alike."""
     def timed(precision: str, batch: Any) -> float:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -88,12 +90,14 @@ def time_steps(step: Callable[[str, Any], None], batches: Sequence[Any], device:
         return (time.perf_counter() - start) * 1000
 
     precisions = weighed(device)
+    timed_batches = [batches[(round_ + 1) % len(batches)] for round_ in range(TIMED_STEPS)]
     for precision in precisions:
-        timed(precision, batches[0])
+        for batch in [batches[0], *(timed_batches if device.type == "cuda" else [])]:
+            timed(precision, batch)
     times: dict[str, list[float]] = {p: [] for p in precisions}
-    for round_ in range(TIMED_STEPS):
+    for batch in timed_batches:
         for precision in precisions:
-            times[precision].append(timed(precision, batches[(round_ + 1) % len(batches)]))
+            times[precision].append(timed(precision, batch))
     return {p: statistics.median(t) for p, t in times.items()}
 
 

@@ -24,7 +24,7 @@ from compress.data import (
     tokenize_dataset,
     tokenize_task,
 )
-from compress.data.batching import tokenizer_id
+from compress.data.batching import for_device, tokenizer_id
 from compress.data.corpus import Document
 
 
@@ -101,6 +101,23 @@ def test_tokenize_task_truncates_and_batches_with_dynamic_padding(tmp_path: Path
         assert batch["input_ids"].shape[1] == longest
         assert (batch["attention_mask"].sum(1) == torch.tensor(
             [len(x) for x in tokenized.splits["dev"]["input_ids"][start : start + 4]])).all()  # fmt: skip
+
+
+def test_on_a_gpu_training_batches_come_in_a_few_shapes(tmp_path: Path, tokenizer: Any) -> None:
+    """for_device pads to a multiple of 8 tokens on a GPU (a torch.device needs no GPU to be named), the same examples
+    and the same real tokens; on the CPU, or where the positions would not hold the rounded length, nothing changes."""
+    tokenized = tokenize_task(make_task(tmp_path), tokenizer, max_length=20)
+    gpu = for_device(tokenized, torch.device("cuda"), max_positions=512)
+    plain = list(tokenized.dataloader("train", batch_size=4, seed=1))
+    padded = list(gpu.dataloader("train", batch_size=4, seed=1))
+    assert {b["input_ids"].shape[1] % 8 for b in padded} == {0}
+    assert len({b["input_ids"].shape[1] for b in plain}) > len({b["input_ids"].shape[1] for b in padded})
+    for a, b in zip(plain, padded, strict=True):
+        n = a["input_ids"].shape[1]
+        assert torch.equal(a["labels"], b["labels"]) and torch.equal(a["input_ids"], b["input_ids"][:, :n])
+        assert not b["attention_mask"][:, n:].any()
+    assert for_device(tokenized, torch.device("cpu"), 512) is tokenized
+    assert for_device(tokenized, torch.device("cuda"), max_positions=20) is tokenized   # 24 would not fit
 
 
 def test_train_dataloader_is_shuffled_with_a_seed(tmp_path: Path, tokenizer: Any) -> None:

@@ -8,7 +8,7 @@ from typing import IO
 
 import torch
 
-from compress.data.batching import TokenizedTask, make_dataloader
+from compress.data.batching import TokenizedTask, for_device, make_dataloader
 from compress.device import device_name
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
@@ -34,15 +34,16 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     runs in every step)."""
     objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
     train_config = stage_config(stage, settings)
-    train_set, collator = data.splits["train"], data.collator
+    positions = min(student.config.max_positions, teacher.config.max_positions)
+    padding = for_device(data, device, positions).collator   # on a GPU, to a few shapes
+    train_set, collator = data.splits["train"], padding
     if teacher_fingerprint and objective.targets is not None:
         # what the stage reads of the teacher, computed once per teacher and dataset (cached on disk), not per step
         targets = stored_targets(teacher, data, "train", teacher_fingerprint, objective.targets, device, show_progress)
         if targets is not None:
             objective.resident = resident_targets(targets, device)
             train_set = with_target_index(data, "train")
-            collator = IndexCollator(data.collator) if objective.resident is not None \
-                else TargetsCollator(data.collator, targets)
+            collator = IndexCollator(padding) if objective.resident is not None else TargetsCollator(padding, targets)
 
     def train_batches(epoch: int):
         return make_dataloader(train_set, collator, batch_size=settings.batch_size, shuffle=True,

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from compress.cache import cached, write_checksums
-from compress.data.batching import TokenizedTask, choose_max_length, tokenize_task
+from compress.data.batching import TokenizedTask, choose_max_length, for_device, tokenize_task
 from compress.data.task import TaskData
 from compress.device import device_name, resolve_device
 from compress.distill.losses import hard_ce
@@ -137,12 +137,13 @@ def finetune_teacher(
             )
         model = loaded.model
         tc = config.train
+        batched = for_device(data, torch_device, model.config.max_positions)   # on a GPU, to a few shapes
         # The checkpoints go when the block completes: after the entry is written, not when training ends.
         with Resume({"teacher": fingerprint}, f"fine-tuning {teacher}") as resume:
             result = train_stage(
                 model, hard_label_loss,
-                train_batches=lambda epoch: data.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch,
-                                                          pin_memory=torch_device.type == "cuda"),
+                train_batches=lambda epoch: batched.dataloader("train", batch_size=tc.batch_size, seed=tc.seed + epoch,
+                                                             pin_memory=torch_device.type == "cuda"),
                 dev_batches=lambda: data.eval_batches("dev", tc.eval_batch_size),
                 config=tc, device=torch_device, name=f"fine-tune {teacher}", show_progress=show_progress,
                 checkpoints=resume.stage(0, []),
