@@ -29,9 +29,9 @@ DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
 SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
                                         "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
                                         "the int8 formats run on the CPU only).")
-PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: where the device computes "
-                                      "bf16 natively, the faster of fp32 and bf16, timed per stage; else fp32), fp32, "
-                                      "bf16 (autocast) or fp16 (CUDA only).")
+PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: timed per stage, the "
+                                      "fastest of fp32 and bf16 on a CPU that computes bf16 natively, of fp32 (TF32), "
+                                      "bf16 and fp16 on a GPU; else fp32), fp32, bf16 (autocast) or fp16 (CUDA only).")
 
 
 def print_json(obj: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from compress.cli.common import SPEED_DEVICE, TEACHER_LAYER_DECAY, console, print_json, teacher_finetune
+from compress.cli.common import PRECISION, SPEED_DEVICE, TEACHER_LAYER_DECAY, console, print_json, teacher_finetune
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
 from compress.registry import get_method, names
@@ -86,9 +86,7 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("overwrite", bool, O(False, help="Replace an existing --out directory.")),
         ("device", str, O("auto", help="Where it trains: auto, cpu or cuda.")),
         ("speed_device", str, SPEED_DEVICE),
-        ("precision", str, O("auto", help="Precision the student trains in: auto (the default: bf16 where "
-                                          "the device computes it natively, else fp32), fp32, bf16 (autocast) or fp16 "
-                                          "(CUDA only).")),
+        ("precision", str, PRECISION),
         ("checkpoint_every", int, O(DEFAULT_EVERY, help="Steps between checkpoints of unfinished training, besides "
                                                      "every epoch end (0: epoch ends only); rerunning an "
                                                      "interrupted command continues from the last one.")),
