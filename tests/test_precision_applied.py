@@ -171,6 +171,11 @@ def test_auto_trains_each_model_in_the_precision_its_own_steps_measured_faster(m
     assert (retimed.precision, state["calls"]) == ("bf16", 3)
     # bf16 must save at least 5% of a step: fp32's exact arithmetic is worth more than less
     assert pick({"fp32": 100.0, "bf16": 96.0}) == "fp32" and pick({"fp32": 100.0, "bf16": 95.0}) == "bf16"
+    # on a GPU fp16 is weighed too: it must save 5% of bf16's step where bf16 was chosen, of fp32's where it was not
+    assert pick({"fp32": 100.0, "bf16": 60.0, "fp16": 58.0}) == "bf16"
+    assert pick({"fp32": 100.0, "bf16": 60.0, "fp16": 57.0}) == "fp16"
+    assert pick({"fp32": 100.0, "bf16": 99.0, "fp16": 94.0}) == "fp16"
+    assert pick({"fp32": 47.0, "bf16": 1071.0, "fp16": 1093.0}) == "fp32"
     # a precision asked for by name is not timed
     _, forced, _ = _train_auto(hidden=64, precision="fp32")
     assert (forced.precision, forced.step_ms, state["calls"]) == ("fp32", None, 3)
