@@ -52,13 +52,3 @@ def check_speed_device(name: str) -> None:
     if name == "cuda" and not torch.cuda.is_available():
         raise CompressError("--speed-device cuda was asked for but no CUDA device is available; "
                             "use --speed-device cpu.")
-
-
-def device_name(device: torch.device | str) -> str:
-    """What a record says a device is: the GPU's name on CUDA, the CPU's model otherwise."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    from compress.bench.machine import cpu_model
-
-    return cpu_model()

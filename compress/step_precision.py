@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from compress.device import device_name
+from compress.bench.machine import device_name
 from compress.distributed import all_sum, broadcast, world
 from compress.paths import atomic_write_text, cache_dir
 

@@ -130,6 +130,7 @@ def seed_everything(seed: int) -> None:
 def to_device(batch: Batch, device: torch.device) -> Batch:
     """The batch's tensors on ``device``; to a GPU without waiting for the copies (from pinned memory they overlap
     the work already queued there)."""
+    device = torch.device(device)
     return {k: v.to(device, non_blocking=device.type == "cuda") for k, v in batch.items()}
 
 

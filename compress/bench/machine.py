@@ -43,6 +43,12 @@ def cpu_model() -> str:
     return _cpuinfo_field("model name") or platform.processor() or "unknown"
 
 
+def device_name(device: torch.device | str) -> str:
+    """What a record says a device is: the GPU's name on CUDA, the CPU's model otherwise."""
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+
+
 def cpu_features() -> dict[str, bool]:
     """Which of :data:`CPU_FEATURES` the CPU reports; all False when the flags are unknown."""
     flags = set((_cpuinfo_field("flags") or "").split())

@@ -16,7 +16,8 @@ from compress.bench.measurement import Speed
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call, timed_calls
 from compress.data.batching import TokenizedTask
-from compress.device import check_speed_device, device_name
+from compress.bench.machine import device_name
+from compress.device import check_speed_device
 from compress.errors import CompressError
 
 if TYPE_CHECKING:  # a type only: the predictors are built above this package (compress.quantize)

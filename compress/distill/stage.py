@@ -9,7 +9,7 @@ from typing import IO
 import torch
 
 from compress.data.batching import TokenizedTask, for_device, make_dataloader
-from compress.device import device_name
+from compress.bench.machine import device_name
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
 from compress.distill.teacher_targets import (IndexCollator, TargetsCollator, resident_targets, stored_targets,

@@ -50,10 +50,9 @@ import torch
 
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import check_seq_len, speed_seq_len
-from compress.bench.machine import manifest
+from compress.bench.machine import device_name, manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
-from compress.device import device_name
 from compress.data.load import check_dataset, load_task
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError

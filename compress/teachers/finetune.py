@@ -22,7 +22,8 @@ from torch import nn
 from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, for_device, tokenize_task
 from compress.data.task import TaskData
-from compress.device import device_name, resolve_device
+from compress.bench.machine import device_name
+from compress.device import resolve_device
 from compress.distill.losses import hard_ce
 from compress.errors import CompressError
 from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config, save_encoder, weights_digest
