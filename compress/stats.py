@@ -211,6 +211,24 @@ def retention_interval(student: np.ndarray, teacher: np.ndarray, *, resamples: i
                      (s_rows - ratio * t_rows) / t_rows.mean())
 
 
+def retention_resolution(n: int, teacher_accuracy: float, retention: float, disagreement: float,
+                         level: float = LEVEL) -> float:
+    """The half-width, as a fraction of the teacher's accuracy, of the paired interval :func:`retention_interval`
+    gives a student whose retention is ``retention`` on ``n`` sentences, where it and the teacher differ in
+    correctness on a share ``disagreement`` of them: how finely that evidence tells one retention from another, known
+    before any student is trained. With p10 (only the student right), p01 (only the teacher), p11 (both) fixed by the
+    three rates, each sentence adds s - r t to the retention's linearisation, whose variance is
+    p10 + r^2 p01 + (1 - r)^2 p11; the half-width is z sqrt(variance / n) / teacher_accuracy."""
+    gap = (retention - 1) * teacher_accuracy            # p10 - p01: the student's accuracy minus the teacher's
+    if n < 1 or not 0 < teacher_accuracy <= 1 or not abs(gap) <= disagreement <= 1:
+        raise ValueError(f"need n >= 1, a teacher accuracy in (0, 1] and a disagreement of at least the accuracy gap "
+                         f"{abs(gap):.3f}; got n={n}, {teacher_accuracy}, {disagreement}")
+    only_student, only_teacher = (disagreement + gap) / 2, (disagreement - gap) / 2
+    both = retention * teacher_accuracy - only_student
+    variance = only_student + retention**2 * only_teacher + (1 - retention) ** 2 * both
+    return _z(level) * math.sqrt(variance / n) / teacher_accuracy
+
+
 def _z(level: float) -> float:
     return NormalDist().inv_cdf(1 - (1 - level) / 2)
 

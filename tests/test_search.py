@@ -259,6 +259,8 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     record = json.loads((out / "search.json").read_text())
     assert record["status"] == "complete" and record["chosen"]
     assert record["teacher_dev_accuracy"] >= 0.8   # a teacher that learned the task: retention means something
+    # before any training it said how finely its dev sentences resolve a retention near the bar
+    assert 0 < record["resolution"] < 1 and "dev sentences resolve a retention near 97%" in done.stderr
     assert all(_metrics(out)[name] == mtime for name, mtime in kept.items())
     by_text = {c["text"]: c for c in record["candidates"]}
     assert len(by_text) == 7 and by_text[record["chosen"]]["fidelity"] == "final"
@@ -311,3 +313,23 @@ def test_every_declared_range_goes_from_the_mildest_compression_to_the_harshest(
             assert sizes == sorted(sizes, reverse=True), f"{method.name} --{key}: {values} gives {sizes}"
             checked += 1
     assert checked >= 6
+
+
+def test_speed_probes_stop_at_their_share_of_the_budget_and_say_so_once():
+    """The walk times untrained structures only while the probes have taken less than PROBE_SHARE of the budget
+    (a 45-minute search once spent all of it probing); past it, it says so once, in a line and in the record."""
+    from types import SimpleNamespace
+
+    from compress.search.ledger import SearchRecord
+    from compress.search.walk import PROBE_SHARE, Clock, Walk
+
+    walk = Walk.__new__(Walk)
+    said: list[str] = []
+    walk.config, walk.say, walk.states = SimpleNamespace(budget_s=2700.0), said.append, []
+    walk.record, walk.probes_spent = SearchRecord.__new__(SearchRecord), False
+    walk.record.notes = []
+    walk.clock = Clock({"speed probes": PROBE_SHARE * 2700 - 1}, 0.0, time.perf_counter())
+    assert walk.may_probe() and not said
+    walk.clock.seconds["speed probes"] = PROBE_SHARE * 2700
+    assert not walk.may_probe() and not walk.may_probe()
+    assert len(said) == 1 and "10% of the budget" in said[0] and len(walk.record.notes) == 1

@@ -130,6 +130,32 @@ def test_retention_is_the_ratio_of_accuracies_and_its_interval_holds_it():
     assert not retention.above(0.97) and retention.above(retention.low)
 
 
+@pytest.mark.parametrize(("retention", "disagreement"), [(0.97, 0.12), (0.95, 0.19), (1.0, 0.08)])
+def test_the_resolution_known_before_training_is_the_width_the_bootstrap_then_gives(retention, disagreement):
+    """retention_resolution (closed form) against retention_interval's bootstrap on sentences drawn with exactly those
+    rates: the teacher right on 84.2% of MR's dev split, the student on ``retention`` of that, the two differing on
+    ``disagreement`` of the sentences (distilbert differed from the teacher on 12.4% of dev, albert on 18.6%)."""
+    from compress.stats import retention_resolution
+
+    n, teacher_accuracy = N, 0.842
+    both = round(n * (retention * teacher_accuracy - (disagreement + (retention - 1) * teacher_accuracy) / 2))
+    only_student = round(n * (disagreement + (retention - 1) * teacher_accuracy) / 2)
+    only_teacher = round(n * teacher_accuracy) - both
+    rng = np.random.default_rng(3)
+    order = rng.permutation(n)
+    teacher, student = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    teacher[order[: both + only_teacher]] = True
+    student[order[:both]] = True
+    student[order[both + only_teacher: both + only_teacher + only_student]] = True
+    measured = retention_interval(student, teacher, seed=5)
+    expected = retention_resolution(n, teacher.mean(), measured.estimate, float((teacher != student).mean()))
+    assert (measured.high - measured.low) / 2 == pytest.approx(expected, rel=0.1)
+    # MR's dev split resolves 97% to about +-2.5 points: 97% cannot be told from 95% there
+    assert 0.02 < retention_resolution(1066, 0.842, 0.97, 0.12) < 0.03
+    with pytest.raises(ValueError):
+        retention_resolution(n, 0.842, 0.90, 0.05)   # a 8.4-point gap needs the two to differ on at least 8.4%
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="same test examples"):
         difference_interval(np.ones(5), np.ones(6))

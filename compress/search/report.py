@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from compress.paths import atomic_write_text
 from compress.reports.comparison import CSS, _atomic_write_bytes
-from compress.search.ledger import FIDELITIES, CandidateRecord, SearchRecord
+from compress.search.ledger import DISAGREEMENT, FIDELITIES, CandidateRecord, SearchRecord
 
 OBJECTIVE_NAMES = {"latency": "batch-1 latency (ms)", "throughput": "time per example at batch 32 (ms)",
                    "size": "size (MB)"}
@@ -102,6 +102,14 @@ def time_line(record: SearchRecord) -> str:
               f"({overhead / spent:.1%})." if spent else "Time: none spent yet.")
 
 
+def resolution_line(record: SearchRecord, sentences: int) -> str:
+    """How finely the selection evidence resolves a retention near the bar, in words a user can act on."""
+    bar, half = record.min_retention, record.resolution or 0.0
+    return (f"selection evidence: {sentences:,} dev sentences resolve a retention near {bar:.0%} to +-{half:.1%} "
+            f"(for a candidate that differs from the teacher on {DISAGREEMENT:.0%} of them): {bar:.0%} cannot be told "
+            f"from {bar - half:.1%} or from {bar + half:.1%} there")
+
+
 def count_line(record: SearchRecord) -> str:
     counts = record.counts()
     return (f"Candidates: {len(record.candidates)} in the space; " +
@@ -114,8 +122,8 @@ def summary_lines(record: SearchRecord) -> list[str]:
     """What `compress search` prints."""
     bar = f"{record.bar:.4f}" if record.bar is not None else "?"
     return [f"search ({record.status}): minimize {record.minimize} keeping {record.min_retention:.0%} of the "
-            f"teacher's dev accuracy (a dev accuracy of {bar})", *verdict_lines(record), count_line(record),
-            time_line(record)]
+            f"teacher's dev accuracy (a dev accuracy of {bar}; a retention there is resolved to "
+            f"+-{record.resolution or 0:.1%})", *verdict_lines(record), count_line(record), time_line(record)]
 
 
 def frontier(record: SearchRecord) -> list[CandidateRecord]:

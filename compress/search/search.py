@@ -183,6 +183,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         clock = Clock(record.seconds, record.spent_s, start)
         walk = Walk(config, space, found, probes, record, clock, out, task, say, show_progress, precision, teacher,
                     compare_config)
+        walk.least_training_s = least[0] if least is not None else None
         try:
             walk.run()
             walk.finals()

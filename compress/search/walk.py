@@ -44,10 +44,11 @@ from compress.runs.compare import (
 from compress.runs.compare import _run_config as run_config
 from compress.runs.compare import compare as run_compare
 from compress.runs.paired import method_intervals, teacher_interval
-from compress.search.ledger import CandidateRecord, Final, SearchRecord, write_record
+from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, training_recipe
 from compress.search.space import Candidate, Space, compresses_at_least
-from compress.stats import pass_speedup
+from compress.search.report import resolution_line
+from compress.stats import pass_speedup, retention_resolution
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -59,6 +60,11 @@ TIME_CATEGORIES = ("teacher", "training", "evaluation and timing", "speed probes
 # timings and one-sentence-at-a-time scoring: 31 s a run in the default comparison on the AVX-512 EPYC).
 EVAL_SHARE = 1.15
 UNTRAINED_RUN_S = 30.0
+# Speed probes (timing untrained structures) take at most this share of the budget; past it, the structures not timed
+# yet are ordered by the fit of those timed. A 45-minute search that timed 917 structures one after another spent
+# its whole budget probing and trained one candidate.
+PROBE_SHARE = 0.10
+PROBE_REPORT_S = 30.0   # while probing, a line of progress at least this often
 
 
 def format_seconds(seconds: float) -> str:
@@ -211,6 +217,9 @@ class Walk:
         # of a run that trains nothing.
         self.factor: dict[str, float] = {}
         self.untrained: dict[str, float] = {}
+        self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
+        self.least_training_s: float | None = None   # the cheapest full training of a first step (search.py sets it)
+        self.last_report = time.perf_counter()    # the last line of probing progress
 
     @property
     def examples(self) -> int:
@@ -232,6 +241,11 @@ class Walk:
         self.record.teacher_dev_accuracy = accuracy["estimate"]
         self.bar = self.config.min_retention * accuracy["estimate"]
         self.record.bar = self.bar
+        sentences = len(self.teacher_dev.labels)
+        gap = (1 - self.config.min_retention) * accuracy["estimate"]
+        self.record.resolution = retention_resolution(sentences, accuracy["estimate"], self.config.min_retention,
+                                                      max(DISAGREEMENT, gap))
+        self.say(resolution_line(self.record, sentences))
         # A stage stops once its dev accuracy cannot reach the bar less the interval's reach: what a candidate's
         # interval could still carry to the bar (the teacher's own half-width, wider than a paired one).
         self.stop_below = self.bar - (accuracy["high"] - accuracy["low"]) / 2
@@ -266,7 +280,10 @@ class Walk:
         for states in by_kind.values():
             ends = (min(states, key=lambda s: s.record.flops), max(states, key=lambda s: s.record.flops))
             for state in {id(s): s for s in ends}.values():
+                if not self.may_probe():
+                    return
                 self.time_structure(state, every_backend=True)
+                self.probing_progress()
 
     # -- the walk -------------------------------------------------------------------------------
 
@@ -288,6 +305,13 @@ class Walk:
         while heap:
             key, steps, index = heapq.heappop(heap)
             state = self.states[index]
+            if self.least_training_s is not None and self.config.budget_s - self.clock.spent < self.least_training_s:
+                self.say(f"the {format_seconds(self.config.budget_s - self.clock.spent)} left of the budget cannot "
+                         f"hold any training (the cheapest: about {format_seconds(self.least_training_s)}): the walk "
+                         "ends here")
+                for _, _, left_index in [(key, steps, index), *heap]:
+                    self.states[left_index].record.reason = "the budget ended before it was reached"
+                break
             enough = self.enough()
             if enough is not None and key >= (self.objective(enough) or math.inf):
                 self._not_reached(heap + [(key, steps, index)], enough)
@@ -295,8 +319,9 @@ class Walk:
             if (reason := self.ruled_out(state)) is not None:   # before timing it: no need to know its speed
                 state.record.status, state.record.reason = "ruled out", reason
                 continue
-            if self.config.minimize != "size" and state.timed is None:
+            if self.config.minimize != "size" and state.timed is None and self.may_probe():
                 self.time_structure(state)
+                self.probing_progress()
                 heapq.heappush(heap, (self.objective(state) or math.inf, steps, index))
                 continue
             try:
@@ -330,6 +355,32 @@ class Walk:
                     (self.objective(state) or math.inf) >= (self.objective(kept) or math.inf):
                 return f"it compresses at least as much as {kept.candidate.text}, kept, and is no better"
         return None
+
+    def may_probe(self) -> bool:
+        """Whether speed probes may go on: they take at most :data:`PROBE_SHARE` of the budget; the first time they
+        may not, the walk says so and goes on with the fit's estimates for the structures not timed."""
+        if self.clock.seconds["speed probes"] < PROBE_SHARE * self.config.budget_s:
+            return True
+        if not self.probes_spent:
+            self.probes_spent = True
+            timed = sum(s.timed is not None for s in self.states)
+            self.say(f"speed probes have taken their {PROBE_SHARE:.0%} of the budget ({timed} structures timed): the "
+                     "others are ordered by the fit of those timed")
+            self.record.notes.append(f"Speed probes stopped at {PROBE_SHARE:.0%} of the budget after {timed} "
+                                     "structures; the candidates not timed were ordered by the fit of those timed.")
+        return False
+
+    def probing_progress(self) -> None:
+        """A line every :data:`PROBE_REPORT_S` seconds while structures are timed one after another."""
+        now = time.perf_counter()
+        if now - self.last_report < PROBE_REPORT_S:
+            return
+        self.last_report = now
+        timed = [s for s in self.states if s.timed is not None]
+        fastest = min(timed, key=lambda s: self.objective(s) or math.inf)
+        self.say(f"  probing: {len(timed)} structures timed ({format_seconds(self.clock.seconds['speed probes'])} of "
+                 f"the {format_seconds(PROBE_SHARE * self.config.budget_s)} probes may take); fastest so far "
+                 f"{fastest.candidate.text}, {self._shown(fastest)} untrained")
 
     def consider(self, state: State) -> None:
         """Leave ``state`` for want of budget, or train it (the first seed, step by step)."""
