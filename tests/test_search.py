@@ -333,3 +333,25 @@ def test_speed_probes_stop_at_their_share_of_the_budget_and_say_so_once():
     walk.clock.seconds["speed probes"] = PROBE_SHARE * 2700
     assert not walk.may_probe() and not walk.may_probe()
     assert len(said) == 1 and "10% of the budget" in said[0] and len(walk.record.notes) == 1
+
+
+def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mean():
+    """A candidate kept because its interval reaches the bar, its mean below it, does not end the walk; the finals
+    take those that met the bar on the mean first, then the best of the others."""
+    from types import SimpleNamespace
+
+    from compress.search.walk import State, Walk
+
+    walk = Walk.__new__(Walk)
+    walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size")
+
+    def kept(text: str, size: int, retention: float) -> State:
+        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, dev_retention=retention), "torch")
+
+    small, smaller, larger = kept("a", 3, 0.955), kept("b", 2, 0.962), kept("c", 9, 0.975)
+    walk.kept = [small, smaller]
+    assert walk.enough() is None                      # kept, but neither meets 97% on its mean: walk on
+    walk.kept.append(larger)
+    assert walk.enough() is None and [s.candidate.text for s in walk.finalists()] == ["c", "b"]
+    walk.kept.append(kept("d", 12, 0.98))
+    assert walk.enough().candidate.text == "d" and [s.candidate.text for s in walk.finalists()] == ["c", "d"]

@@ -14,10 +14,12 @@ the constraint costs training, so it is the constraint that is evaluated in stag
    accuracy cannot come near the bar any more (``partial``); each step's dev retention is screened with its paired
    interval: one whose interval lies below the bar missed it, one whose interval reaches it is kept. A candidate is
    ruled out without training when a step of it, or a candidate it compresses at least as much as
-   (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` kept candidates are better than
-   everything left. A candidate is not started when the budget left cannot hold its training (estimated from
+   (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` candidates whose dev retention met
+   the bar on its mean are better than everything left (one kept only because its interval reaches the bar does
+   not end the walk: it goes on to less compressed candidates until enough meet it, or the budget ends). A candidate is not started when the budget left cannot hold its training (estimated from
    training steps timed here, then from this search's own runs) and the finals.
-4. **final**: the kept candidates and a reference pipeline are trained with every seed and compared on test, in one
+4. **final**: the best kept candidates (those that met the bar on the mean first) and a reference pipeline are trained
+   with every seed and compared on test, in one
    process, by :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and
    retention, speed-ups with their spread); the chosen one is the best, by that measurement, of those whose dev
    retention over every seed meets the bar (where none does, of those whose interval still reaches it, said so).

@@ -332,10 +332,22 @@ class Walk:
                 self.say(f"    failed: {e}")
             self.save()
 
+    def met_bar(self, state: State) -> bool:
+        """Whether a kept candidate's dev retention, its mean on the selection sentences, is at the bar or above."""
+        return state.record.dev_retention is not None and state.record.dev_retention >= self.config.min_retention
+
     def enough(self) -> State | None:
-        """The last of the ``finalists`` best kept candidates, once that many are kept: anything worse is not needed."""
-        kept = sorted(self.kept, key=lambda s: self.objective(s) or math.inf)
-        return kept[self.config.finalists - 1] if len(kept) >= self.config.finalists else None
+        """The last of the ``finalists`` best candidates that met the bar on their dev mean, once that many have:
+        anything worse is not needed. Candidates kept only because their interval reaches the bar do not end the
+        walk: it goes on to less compressed ones until enough meet it on the mean, or the budget ends."""
+        met = sorted((s for s in self.kept if self.met_bar(s)), key=lambda s: self.objective(s) or math.inf)
+        return met[self.config.finalists - 1] if len(met) >= self.config.finalists else None
+
+    def finalists(self) -> list[State]:
+        """The finals' candidates: the best of those that met the bar on their dev mean, then, where fewer did,
+        the best of those kept because their interval reaches it."""
+        ranked = sorted(self.kept, key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
+        return ranked[:self.config.finalists]
 
     def _not_reached(self, heap: list[tuple[float, int, int]], enough: State) -> None:
         what = "larger" if self.config.minimize == "size" else "slower"
@@ -444,8 +456,8 @@ class Walk:
     def finals_estimate(self, state: State) -> float:
         """The finals' training if ``state`` were kept: the other seeds of the finalists it would be among, and the
         reference's runs not made yet."""
-        kept = sorted([*self.kept, state], key=lambda s: self.objective(s) or math.inf)[:self.config.finalists]
-        finalists = [s.candidate for s in kept]
+        kept = sorted([*self.kept, state], key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
+        finalists = [s.candidate for s in kept[:self.config.finalists]]
         against = next((s for s in self.states if s.candidate.text == self.config.against), None)
         total = self.missing(finalists, self.config.seeds[1:])
         return total + (self.missing([against.candidate], self.config.seeds) if against is not None else 0.0)
@@ -536,11 +548,20 @@ class Walk:
         the chosen one is the best by the finals' own measurement of those whose dev retention over every seed meets
         the bar, or, where none does, of those it cannot be told below (the report says which); the reference counts
         when it is a candidate of the space."""
-        kept = sorted(self.kept, key=lambda s: self.objective(s) or math.inf)[:self.config.finalists]
+        kept = self.finalists()
         if not kept:
             self.record.notes.append("No candidate's dev retention reached the bar within the budget: nothing was "
                                      "chosen.")
             return
+        met = [s.candidate.text for s in kept if self.met_bar(s)]
+        if len(met) < self.config.finalists:
+            said = f"only {', '.join(met)} met" if met else "none met"
+            self.record.notes.append(
+                f"Of the candidates trained within the budget, {said} {self.config.min_retention:.0%} of the "
+                f"teacher's dev accuracy on the mean; the finals take "
+                f"{', '.join(s.candidate.text for s in kept if not self.met_bar(s))} because their intervals "
+                "reach it.")
+            self.say(self.record.notes[-1])
         methods = [s.candidate.text for s in kept]
         if self.config.against and self.config.against not in methods:
             methods.append(self.config.against)
