@@ -179,7 +179,7 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
 @pytest.mark.parametrize(("args", "expected"), [
     (["--min-retention", "1.5"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
     (["--minimize", "energy"], "'energy' is not an objective compress can measure"),
-    (["--batch-size", "1", "--budget", "1s"], "cannot hold one full training of the cheapest candidate"),
+    (["--batch-size", "1", "--budget", "1s"], "one full training of the cheapest candidate"),
     (["--seq-len", "65"], "--seq-len must be between 2 and the teacher's 64 positions"),
     (["--space", "{space}"], "prune has no option 'keep_everything'"),
 ])
@@ -187,11 +187,13 @@ def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
     space = tmp_path / "space.toml"
     space.write_text("[prune]\nkeep_everything = [1]\n")
     out = tmp_path / "s"
+    cache = tmp_path / "cache"   # empty: the teacher is not fine-tuned yet
     done = run_cli("search", *tiny["args"], "--methods", "distilbert,prune", *(a.format(space=space) for a in args),
-                   "--out", str(out), env=tiny["env"])
+                   "--out", str(out), env={**tiny["env"], "COMPRESS_CACHE": str(cache)})
     assert_refused_before_work(done, expected, out)
-    if "1s" in args:   # it says which budget would fit, from the step it timed
-        assert "give at least --budget" in done.stderr
+    assert not (cache / "teachers").exists()   # refused before the teacher's fine-tuning, not after it
+    if "1s" in args:   # it says which budget would fit, from the steps it timed, the teacher's fine-tuning counted
+        assert "give at least --budget" in done.stderr and "fine-tuning the teacher (about" in done.stderr
 
 
 @pytest.mark.parametrize(("space", "expected"), [

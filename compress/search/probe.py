@@ -27,7 +27,8 @@ from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import fixed_threads
 from compress.data.batching import TokenizedTask, make_dataloader
 from compress.distill.objective import DistillationObjective
-from compress.distill.recipe import Recipe
+from compress.distill.layer_maps import LayerMap
+from compress.distill.recipe import LossTerm, Recipe, Stage
 from compress.distill.teacher_targets import zero_targets
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.config import EncoderConfig
@@ -146,8 +147,18 @@ class Probes:
         a batch of the task's training examples, with the loss terms ``method`` trains with, in ``precision``; 0 for
         a method that trains nothing. Measured once per shape, method and precision."""
         stage = training_stage(method, options, teacher)
-        if stage is None:
-            return 0.0
+        return 0.0 if stage is None else self.step_seconds_of(student, teacher, stage, precision, batch_size)
+
+
+    def finetune_seconds(self, teacher: EncoderConfig, batch_size: int) -> float:
+        """Seconds of one step of the teacher's fine-tuning (cross-entropy with the gold labels, fp32, as
+        :mod:`compress.teachers.finetune` trains), on a model of its shape; measured once per shape."""
+        stage = Stage("fine-tune", [LossTerm("hard_ce")])
+        return self.step_seconds_of(teacher, teacher, (stage, Recipe("teacher", [stage], LayerMap("uniform"))),
+                                    "fp32", batch_size)
+
+    def step_seconds_of(self, student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any, Any], precision: str,
+                        batch_size: int) -> float:
         key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": asdict(stage[0]),
                           "precision": precision, "batch": batch_size}, sort_keys=True, default=str)
         if key not in self.steps:

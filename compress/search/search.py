@@ -60,8 +60,8 @@ from compress.search.ledger import SearchRecord, read_record
 from compress.search.probe import OBJECTIVES, Probes
 from compress.search.report import write_search_report
 from compress.search.space import Space, candidates, declared, from_file, narrowed
-from compress.search.walk import Clock, Walk, format_seconds, least_training
-from compress.teachers.finetune import FinetuneConfig
+from compress.search.walk import EVAL_SHARE, Clock, Walk, format_seconds, least_training
+from compress.teachers.finetune import FinetuneConfig, finetuned_here
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
 from compress.training import resolve_precision
@@ -171,10 +171,17 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
-    if least is not None and least[0] > config.budget_s:
-        raise CompressError(f"--budget {format_seconds(config.budget_s)} cannot hold one full training of the "
-                            f"cheapest candidate that trains ({least[1]}: about {format_seconds(least[0])} from a "
-                            f"training step timed here); give at least --budget {math.ceil(least[0] / 60)}m.")
+    finetune = config.teacher_finetune.train
+    teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune) else \
+        probes.finetune_seconds(teacher, finetune.batch_size) * finetune.epochs * EVAL_SHARE * \
+        math.ceil(len(task.splits["train"]) / finetune.batch_size)
+    if least is not None and least[0] + teacher_s > config.budget_s:
+        first = f"fine-tuning the teacher (about {format_seconds(teacher_s)}: it is not cached yet) and " \
+            if teacher_s else ""
+        raise CompressError(f"--budget {format_seconds(config.budget_s)} cannot hold {first}one full training of the "
+                            f"cheapest candidate that trains ({least[1]}: about {format_seconds(least[0])}), from "
+                            f"training steps timed here; give at least --budget "
+                            f"{math.ceil((least[0] + teacher_s) / 60)}m.")
     with locked(out, wait=False, what=f"the search in {out}"):
         check_out(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -117,14 +117,9 @@ def finetune_teacher(
     saying so (see :mod:`compress.cache`).
     """
     config = config or FinetuneConfig()
-    teacher_dir = resolve_teacher_dir(teacher)
+    teacher_dir, max_length, target = _entry(teacher, task, config)
+    fingerprint = target.name
     tokenizer = load_tokenizer(str(teacher_dir))
-    positions = read_config(teacher_dir)[0].max_positions
-    max_length = config.max_length or min(choose_max_length(task, tokenizer), positions)
-    if max_length > positions:
-        raise CompressError(f"--max-length {max_length} exceeds the teacher's {positions} positions.")
-    fingerprint = finetune_fingerprint(teacher_dir, task, max_length, config)
-    target = cache_dir() / "teachers" / fingerprint
 
     def build(tmp: Path) -> None:
         data = tokenize_task(task, tokenizer, max_length=max_length)  # only when training: a cache hit needs none
@@ -172,6 +167,23 @@ def finetune_teacher(
         return FinetunedTeacher(target, read_record(target), cache_hit=False)
     record, hit = cached(target, "fine-tuned teacher", build, read_record, collective=True)
     return FinetunedTeacher(target, record, cache_hit=hit)
+
+
+def _entry(teacher: str, task: TaskData, config: FinetuneConfig) -> tuple[Path, int, Path]:
+    """The teacher's checkpoint directory, the length its fine-tuning truncates to, and its cache entry."""
+    teacher_dir = resolve_teacher_dir(teacher)
+    positions = read_config(teacher_dir)[0].max_positions
+    max_length = config.max_length or min(choose_max_length(task, load_tokenizer(str(teacher_dir))), positions)
+    if max_length > positions:
+        raise CompressError(f"--max-length {max_length} exceeds the teacher's {positions} positions.")
+    return teacher_dir, max_length, cache_dir() / "teachers" / finetune_fingerprint(teacher_dir, task, max_length,
+                                                                                   config)
+
+
+def finetuned_here(teacher: str, task: TaskData, config: FinetuneConfig | None = None) -> bool:
+    """Whether the cache holds an entry for this fine-tuning (complete: its record is written last; its checksums are
+    verified when it is used)."""
+    return (_entry(teacher, task, config or FinetuneConfig())[2] / RECORD).is_file()
 
 
 def tokenized_for(teacher: FinetunedTeacher, task: TaskData) -> TokenizedTask:
