@@ -141,7 +141,7 @@ def path(record: SearchRecord) -> list[CandidateRecord]:
 
 
 PATH_HEADERS = ("#", "candidate", "objective", "reached", "dev retention", "what happened", "seconds")
-FRONT_HEADERS = ("candidate", "objective", "dev retention", "params (M)", "size (MB)")
+FRONT_HEADERS = ("candidate", "objective", "dev retention (95% interval, one seed)", "params (M)", "size (MB)")
 FINAL_HEADERS = ("model", "role", "dev retention (every seed)", "test accuracy", "test retention",
                  "speed-up (batch 1)", "size (MB)")
 
@@ -152,7 +152,8 @@ def _path_rows(record: SearchRecord) -> list[list[str]]:
 
 
 def _front_rows(record: SearchRecord) -> list[list[str]]:
-    return [[c.text, _objective(record, c.objective), _percent(c.dev_retention), f"{c.params / 1e6:.2f}",
+    return [[c.text, _objective(record, c.objective),
+             f"{_percent(c.dev_retention)} ({_interval(c.dev_interval or [])})", f"{c.params / 1e6:.2f}",
              f"{c.size_bytes / 1e6:.2f}"] for c in frontier(record)]
 
 

@@ -16,8 +16,9 @@ the constraint costs training, so it is the constraint that is evaluated in stag
    ruled out without training when a step of it, or a candidate it compresses at least as much as
    (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` candidates whose dev retention met
    the bar on its mean are better than everything left (one kept only because its interval reaches the bar does
-   not end the walk: it goes on to less compressed candidates until enough meet it, or the budget ends). A candidate is not started when the budget left cannot hold its training (estimated from
-   training steps timed here, then from this search's own runs) and the finals.
+   not end the walk: it goes on to less compressed candidates until enough meet it, or the budget ends). A
+   candidate is not started when the budget left cannot hold its training (estimated from training steps timed
+   here, then from this search's own runs) and the finals; speed probes take at most a tenth of the budget.
 4. **final**: the best kept candidates (those that met the bar on the mean first) and a reference pipeline are trained
    with every seed and compared on test, in one
    process, by :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and
