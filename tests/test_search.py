@@ -357,3 +357,25 @@ def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mea
     assert walk.enough() is None and [s.candidate.text for s in walk.finalists()] == ["c", "b"]
     walk.kept.append(kept("d", 12, 0.98))
     assert walk.enough().candidate.text == "d" and [s.candidate.text for s in walk.finalists()] == ["c", "d"]
+
+
+def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path, monkeypatch):
+    """Timings live under the cache root, keyed by what they depend on: a second search (another directory) reads
+    what the first timed; two searches saving at once keep both's; another thread count is another entry."""
+    from types import SimpleNamespace
+
+    from compress.search.probe import Probes, Timed
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    data = SimpleNamespace(cache_key="mr-tokens")
+    first, second = Probes(data, 64, 2, 30), Probes(data, 64, 2, 30)
+    for probes in (first, second):
+        probes.writable = True
+    first.timed["a"] = Timed(1.0, 100.0, "torch")
+    first._save()
+    second.timed["b"] = Timed(2.0, 50.0, "onnxruntime")
+    second._save()                                    # after the first: its entry stays
+    later = Probes(data, 64, 2, 30)
+    assert set(later.timed) == {"a", "b"} and later.timed["a"] == Timed(1.0, 100.0, "torch")
+    assert Probes(data, 64, 1, 30).timed == {} and Probes(SimpleNamespace(cache_key="bbc"), 64, 2, 30).timed == {}
+    assert first.path.parent == tmp_path / "cache" / "search-probes"

@@ -12,6 +12,7 @@ does not time again.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import tempfile
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-from compress.bench.machine import cpu_model
+from compress.bench.machine import cpu_model, package_versions
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import fixed_threads
 from compress.data.batching import TokenizedTask, make_dataloader
@@ -33,7 +34,7 @@ from compress.distill.teacher_targets import zero_targets
 from compress.models.accounting import count_parameters, flops_per_sequence
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.paths import atomic_write_text
+from compress.paths import atomic_write_text, cache_dir, locked
 from compress.quantize.predictors import TorchPredictor
 from compress.registry import Context, StudentMethod, Transform
 from compress.search.space import Candidate
@@ -84,31 +85,49 @@ def structure_key(candidate: Candidate, teacher: EncoderConfig) -> str:
     return json.dumps({"shape": shape, "runs_as": runs_as}, sort_keys=True)
 
 
-class Probes:
-    """Speed and training-step times measured for a search, kept in ``path`` (JSON) for this CPU and settings."""
+# The runtimes whose versions decide a structure's speed: probes timed under others are not reused.
+RUNTIMES = ("torch", "onnxruntime", "openvino", "nncf")
 
-    def __init__(self, path: Path, data: TokenizedTask, seq_len: int, threads: int, repeats: int) -> None:
-        self.path, self.data, self.seq_len = path, data, seq_len
+
+class Probes:
+    """Speed and training-step times measured for searches, kept under the cache root per CPU, threads, sequence
+    length, calls, runtime versions and tokenized task (``search-probes/KEY.json``): every search of the same task on
+    the same machine reuses what another timed, whatever its directory."""
+
+    def __init__(self, data: TokenizedTask, seq_len: int, threads: int, repeats: int) -> None:
+        self.data, self.seq_len = data, seq_len
         # Batch-1 calls as a comparison times them; a few large batches (a structure's throughput is a ranking, not a
         # result: the finals measure it again).
         self.speed = SpeedConfig(threads=threads, repeats=repeats, batch_repeats=3)
-        self.context = {"cpu": cpu_model(), "threads": threads, "seq_len": seq_len, "repeats": repeats}
-        saved: dict[str, Any] = {}
-        if path.is_file():
-            try:
-                saved = json.loads(path.read_text())
-            except ValueError:
-                saved = {}
-        same = saved.get("context") == self.context
-        self.timed: dict[str, Timed] = {k: Timed(**v) for k, v in saved.get("timed", {}).items()} if same else {}
-        self.steps: dict[str, float] = dict(saved.get("steps", {})) if same else {}
+        self.context = {"cpu": cpu_model(), "threads": threads, "seq_len": seq_len, "repeats": repeats,
+                        "versions": package_versions(RUNTIMES), "task": data.cache_key}
+        digest = hashlib.sha256(json.dumps(self.context, sort_keys=True).encode()).hexdigest()[:20]
+        self.path = cache_dir() / "search-probes" / f"{digest}.json"
+        self.timed, self.steps = self._read()
         self.writable = False   # set once the search owns its directory: nothing is written before
 
+    def _read(self) -> tuple[dict[str, Timed], dict[str, float]]:
+        """What the shared file holds for this context (nothing when it is absent, unreadable or of another one)."""
+        try:
+            saved = json.loads(self.path.read_text())
+            if saved.get("context") != self.context:
+                return {}, {}
+            return {k: Timed(**v) for k, v in saved.get("timed", {}).items()}, \
+                {k: float(v) for k, v in saved.get("steps", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {}, {}
+
     def _save(self) -> None:
+        """Add what this search measured to the shared file, keeping what other searches added meanwhile."""
         if not self.writable:
             return
-        atomic_write_text(self.path, json.dumps({"context": self.context, "steps": self.steps,
-                                                 "timed": {k: asdict(v) for k, v in self.timed.items()}}, indent=1))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with locked(self.path):
+            timed, steps = self._read()
+            self.timed, self.steps = timed | self.timed, steps | self.steps
+            atomic_write_text(self.path, json.dumps({"context": self.context, "steps": self.steps,
+                                                     "timed": {k: asdict(v) for k, v in self.timed.items()}},
+                                                    indent=1))
 
     def known(self, candidate: Candidate, teacher: EncoderConfig) -> Timed | None:
         return self.timed.get(structure_key(candidate, teacher))

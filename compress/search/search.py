@@ -30,7 +30,8 @@ report says so); its test interval in the finals is not.
 
 The search directory is a comparison directory (``runs/seed-S/NAME``): `compress compare --out DIR` and a later
 search reuse every run it trained, and it reuses theirs. Ctrl-C keeps every finished run and search.json; the
-same command resumes (timings are kept in probes.json, runs are reused, the budget counts the time already spent).
+same command resumes (runs are reused, the budget counts the time already spent); structures' timings are kept
+under the cache root and reused by every search of the same task on the same machine (:class:`.probe.Probes`).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     for planned in plan_runs(sorted({str(c.pipeline.steps[0]) for c in found})):   # every student's own checks
         if isinstance(planned.method, StudentMethod):
             check_student(run_config(compare_config, planned, "teacher"), planned.method)
-    probes = Probes(out / "probes.json", data, seq_len, threads, config.repeats)
+    probes = Probes(data, seq_len, threads, config.repeats)
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
