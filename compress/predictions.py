@@ -4,7 +4,8 @@ Every run keeps its test predictions in ``predictions.safetensors`` (``predicted
 ``logits``: examples x classes, float32; ``labels``: the gold labels, int64), in the split's own order, so two
 models of one comparison are scored on the same sentences: the teacher against a student, one student against
 another, seed after seed. The run record keeps the file's SHA-256; a comparison reads the file only when it still
-matches. Its dev predictions go beside them, in ``dev_predictions.safetensors`` (what `compress search` selects on).
+matches. Its dev predictions go beside them, in ``dev_predictions.safetensors``, and where its task holds training
+examples out for a search to select on, their predictions in ``select_predictions.safetensors``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from compress.errors import CompressError
 from compress.metrics import Metrics
 
 PREDICTIONS_FILE = "predictions.safetensors"
-FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors"}
+FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors", "select": "select_predictions.safetensors"}
 
 
 @dataclass(frozen=True)

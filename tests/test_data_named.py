@@ -77,6 +77,22 @@ def test_mr_has_10312_balanced_sentences_in_a_stratified_80_10_10_split(cache: P
     assert first["text"] and "\t" not in first["text"] and not first["text"].endswith("\r")
 
 
+def test_mr_held_out_to_select_on_is_twice_dev_stratified_and_out_of_train(cache: Path) -> None:
+    """What compress search selects on by default: 2,062 of the 8,250 training sentences, in proportion to each label,
+    the same ones every time, none of them left in train; the task's fingerprint changes, so no cache confuses it."""
+    task = load_task("mr")
+    held = task.hold_out(2 * len(task.splits["dev"]))
+    assert [len(held.splits[s]) for s in ("train", "select", "dev", "test")] == [6188, 2062, 1031, 1031]
+    train, select = set(held.splits["train"]["id"]), set(held.splits["select"]["id"])
+    assert not train & select and train | select == set(task.splits["train"]["id"])
+    for split in ("train", "select"):
+        labels = held.splits[split]["label"]
+        assert abs(sum(labels) / len(labels) - sum(task.splits["train"]["label"]) / 8250) < 0.001
+    assert held.splits["select"]["id"] == task.hold_out(2062).splits["select"]["id"]
+    assert held.fingerprint != task.fingerprint and held.content_digest() != task.content_digest()
+    assert held.hold_out(10) is held and task.hold_out(0) is task
+
+
 def test_mr_split_is_deterministic_and_the_second_load_never_calls_pip(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

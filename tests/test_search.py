@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import REPO, assert_refused_before_work, make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
 
+from compress.data.load import load_task
 from compress.registry import Context, Details, Transform, Transformed, get_method
 from compress.registry import method as registry
 from compress.registry.pipeline import Pipeline, Step
@@ -34,7 +35,7 @@ TEACHER_ARGS = ["--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batc
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("search")
     teacher = make_tiny_teacher(root / "teacher", layers=2, hidden=32)
-    csv = write_tiny_csv(root / "reviews.csv", copies=8)
+    csv = write_tiny_csv(root / "reviews.csv", copies=12)
     env = {"COMPRESS_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
     return {"root": root, "teacher": teacher, "csv": csv, "env": env,
             "args": ["--teacher", str(teacher), "--dataset", str(csv), *TEACHER_ARGS]}
@@ -182,6 +183,9 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
     (["--batch-size", "1", "--budget", "1s"], "one full training of the cheapest candidate"),
     (["--seq-len", "65"], "--seq-len must be between 2 and the teacher's 64 positions"),
     (["--space", "{space}"], "prune has no option 'keep_everything'"),
+    (["--selection-size", "900"], "would leave no training example, or hold out none, of 'neg', 'pos'"),
+    (["--select-on", "test"], "--select-on takes held-out or dev, not 'test'"),
+    (["--select-on", "dev", "--selection-size", "10"], "--selection-size is a number of training sentences"),
 ])
 def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
     space = tmp_path / "space.toml"
@@ -261,14 +265,20 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     record = json.loads((out / "search.json").read_text())
     assert record["status"] == "complete" and record["chosen"]
     assert record["teacher_dev_accuracy"] >= 0.8   # a teacher that learned the task: retention means something
-    # before any training it said how finely its dev sentences resolve a retention near the bar
-    assert 0 < record["resolution"] < 1 and "dev sentences resolve a retention near 97%" in done.stderr
+    # it selected on training sentences held out (twice dev), not on dev, and said first how finely they resolve
+    task = load_task(str(tiny["csv"]))
+    held_out = 2 * len(task.splits["dev"])
+    assert record["selection"] == "held-out" and 0 < record["resolution"] < 1
+    assert f"{held_out:,} held-out sentences resolve a retention near 97%" in done.stderr
     assert all(_metrics(out)[name] == mtime for name, mtime in kept.items())
     by_text = {c["text"]: c for c in record["candidates"]}
     assert len(by_text) == 7 and by_text[record["chosen"]]["fidelity"] == "final"
     assert {c["fidelity"] for c in record["candidates"]} >= {"shape", "timed", "final"}
     assert record["spent_s"] > sum(v for k, v in record["seconds"].items() if k != "teacher")
     chosen = Path(record["chosen_run"])
+    assert json.loads((chosen / "config.json").read_text())["run"]["hold_out"] == held_out
+    sizes = json.loads((chosen / "metrics.json").read_text())["dataset"]["sizes"]
+    assert sizes["train"] == len(task.splits["train"]) - held_out and sizes["select"] == held_out
     assert (chosen / "metrics.json").is_file() and (chosen / "model" / "model.onnx").is_file()
     final = next(f for f in record["finals"] if f["role"] == "chosen")
     assert final["retention_interval"][0] <= final["retention"] <= final["retention_interval"][1]

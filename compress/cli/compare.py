@@ -62,6 +62,8 @@ def compare(
     teacher_layer_decay: float | None = TEACHER_LAYER_DECAY,
     device: str = DEVICE,
     speed_device: str = SPEED_DEVICE,
+    hold_out: int = typer.Option(0, help="Training examples held out (stratified) for selecting on, as compress search "
+                                         "holds them out: a comparison with a search's --hold-out reuses its runs."),
     precision: str = PRECISION,
     executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
                                                 "speed is still measured here, in one process)."),
@@ -120,7 +122,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         teacher=s["teacher"], dataset=s["dataset"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
         batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
         seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
-        precision=s["precision"],
+        hold_out=s["hold_out"], precision=s["precision"],
         executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
         teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"],
                                           s["teacher_layer_decay"]),

@@ -29,8 +29,12 @@ from compress.teachers.registry import DEFAULT_TEACHER
 def search(
     minimize: str = typer.Option("latency", help="What to make smallest: latency (batch 1), throughput (batch 32, "
                                                  "as time per example) or size (bytes on disk)."),
-    min_retention: float = typer.Option(0.97, help="The share of the teacher's dev accuracy a model must keep, in "
+    min_retention: float = typer.Option(0.97, help="The share of the teacher's accuracy a model must keep, in "
                                                    "(0, 1]."),
+    select_on: str = typer.Option("held-out", help="What the search selects on: held-out (training sentences held "
+                                                   "out, which nothing trains or picks an epoch on) or dev."),
+    selection_size: int | None = typer.Option(None, help="Training sentences held out to select on (default: twice "
+                                                         "the dev split; stratified by label)."),
     budget: str = typer.Option("90m", help="Wall time the search may take, finals included: 90m, 1h30m, 5400s."),
     seeds: str = typer.Option("3", help="Seeds the finalists are trained with: 13,14,15, or a count N (the N seeds "
                                         "from 13 on); the search itself trains on the first."),
@@ -59,14 +63,15 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
     """Find the fastest (or smallest) model that keeps --min-retention of the teacher's accuracy: candidates across
-    every method and pipeline, timed untrained, trained in order of the objective until one meets the bar on dev,
-    then the best with every seed, judged on test against a reference."""
+    every method and pipeline, timed untrained, trained in order of the objective until two meet the bar on
+    held-out training sentences, then the best with every seed, judged on test against a reference."""
     from compress.registry.pipeline import split_list
     from compress.runs.compare import parse_seeds
     from compress.search.search import SearchConfig, parse_budget
     from compress.search.search import search as run_search
 
-    config = SearchConfig(minimize=minimize, min_retention=min_retention, budget_s=parse_budget(budget),
+    config = SearchConfig(minimize=minimize, min_retention=min_retention, select_on=select_on,
+                          selection_size=selection_size, budget_s=parse_budget(budget),
                           seeds=parse_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
                           against=None if against.lower() == "none" else against, finalists=finalists,
                           teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, batch_size=batch_size,

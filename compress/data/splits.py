@@ -25,6 +25,9 @@ from compress.errors import CompressError
 SPLIT_NAMES: tuple[str, str, str] = ("train", "dev", "test")
 """The three splits every task has, in this order."""
 
+SELECT = "select"
+"""A fourth split a task may have: training examples held out for a search to select on (TaskData.hold_out)."""
+
 SPLIT_PROPORTIONS: dict[str, float] = {"train": 0.8, "dev": 0.1, "test": 0.1}
 """Share of each label that goes to each split when compress makes the split itself."""
 

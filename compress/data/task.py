@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 
 import datasets
 
-from compress.data.splits import SPLIT_NAMES, SPLIT_PROPORTIONS, SPLIT_SEED, assign_splits, split_fingerprint
+from compress.data.splits import (
+    SELECT,
+    SPLIT_NAMES,
+    SPLIT_PROPORTIONS,
+    SPLIT_SEED,
+    assign_splits,
+    split_fingerprint,
+    stratified_split,
+)
 from compress.errors import CompressError
 
 
@@ -64,9 +72,14 @@ class TaskData:
     _train_overlap: dict[str, int] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        ids = {name: self.splits[name]["id"] for name in SPLIT_NAMES}
+        ids = {name: self.splits[name]["id"] for name in self.split_names}
         self.fingerprint = split_fingerprint(ids)
-        self.split_fingerprints = {name: split_fingerprint({name: ids[name]}) for name in SPLIT_NAMES}
+        self.split_fingerprints = {name: split_fingerprint({name: ids[name]}) for name in self.split_names}
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        """train, dev and test, and ``select`` where training examples were held out for a search (:meth:`hold_out`)."""
+        return (*SPLIT_NAMES, SELECT) if SELECT in self.splits else SPLIT_NAMES
 
     @property
     def num_labels(self) -> int:
@@ -86,7 +99,7 @@ class TaskData:
         """
         if self._content_digest is None:
             digest = hashlib.sha256("\x1f".join(self.label_names).encode())
-            for name in SPLIT_NAMES:
+            for name in self.split_names:
                 split = self.splits[name]
                 pairs = split["text_pair"] if self.has_pairs else [""] * len(split)
                 digest.update(f"\x1e{name}".encode())
@@ -153,6 +166,35 @@ class TaskData:
         text = " and ".join(f"{overlap[name]} {name}" for name in ("dev", "test") if overlap[name])
         method = f"{self.split_info.method}; then {text} rows whose text occurs in train dropped (--dedupe)"
         return replace(self, splits=datasets.DatasetDict(splits), dropped=dropped,
+                       split_info=replace(self.split_info, method=method))
+
+    def hold_out(self, size: int, seed: int = SPLIT_SEED) -> TaskData:
+        """This task with ``size`` training examples moved to a ``select`` split, stratified by label and seeded: the
+        evidence a search selects on, which nothing trains on, tunes on or picks an epoch on (the teacher and every
+        candidate train on the rest of train, and pick their epochs on dev). Another size or seed is another
+        fingerprint, so every cache keyed on it (the teacher's fine-tuning, the runs) is another entry.
+
+        Raises:
+            CompressError: ``size`` would leave a label without a training example, or take none of one.
+        """
+        train = self.splits["train"]
+        if size < 1 or SELECT in self.splits:
+            return self
+        labels = train["label"]
+        counts = {label: labels.count(label) for label in set(labels)}
+        share = size / len(train)
+        short = [self.label_names[label] for label, n in counts.items() if not 1 <= round(n * share) < n]
+        if short:
+            raise CompressError(
+                f"holding {size:,} of {len(train):,} training examples out to select on would leave no training "
+                f"example, or hold out none, of {', '.join(map(repr, sorted(short)))}; give a smaller "
+                "--selection-size, or --select-on dev.")
+        parts = stratified_split(labels, {"train": 1 - share, SELECT: share}, seed)
+        splits = datasets.DatasetDict({**self.splits, "train": train.select(sorted(parts["train"])),
+                                       SELECT: train.select(sorted(parts[SELECT]))})
+        method = f"{self.split_info.method}; then {len(parts[SELECT]):,} training examples held out to select on " \
+                 f"(stratified, seed {seed})"
+        return replace(self, splits=splits, dropped=dict(self.dropped),
                        split_info=replace(self.split_info, method=method))
 
     def subset(self, max_per_split: int | Mapping[str, int]) -> TaskData:

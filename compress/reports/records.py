@@ -20,7 +20,9 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
               with its own schema_version); schema 3 kept it under ``quantization`` or ``pruning``
     predictions  the SHA-256 of predictions.safetensors, the test logits (compress.predictions); absent in
               records written before runs kept them
-    dev_predictions  likewise of dev_predictions.safetensors, the dev logits (what compress search selects on)
+    dev_predictions  likewise of dev_predictions.safetensors, the dev logits
+    select_predictions  likewise of select_predictions.safetensors, where the task holds training examples out for a
+              search to select on (its ``select`` split); absent otherwise
     phases    seconds by phase: training (its stages), making (the rest of the method's own work: quantizing,
               scoring, factorizing), evaluating (dev and test), timing (against its source), saving; absent in
               records written before runs kept them
@@ -168,6 +170,7 @@ class RunRecord:
     details: Details | None = None
     predictions: str | None = None   # the SHA-256 of predictions.safetensors (None: made by an older compress)
     dev_predictions: str | None = None   # of dev_predictions.safetensors (None: made before runs kept them)
+    select_predictions: str | None = None   # of select_predictions.safetensors: a task with a select split (search)
     phases: dict[str, float] | None = None   # seconds by phase (see above; None: made before runs kept them)
     schema_version: int = RUN_SCHEMA
 
@@ -188,7 +191,8 @@ class RunRecord:
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{', '.join(older)} or {newest}; run it again.")
         required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
-                                                                      "dev_predictions", "phases", "schema_version")]
+                                                                      "dev_predictions", "select_predictions", "phases",
+                                                                      "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

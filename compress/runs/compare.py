@@ -127,6 +127,7 @@ class CompareConfig:
     device: str = "auto"
     precision: str = "auto"             # every run's training precision (auto: bf16 where the device computes it)
     speed_device: str = "cpu"           # where every model is timed: the CPU, or a GPU (cuda)
+    hold_out: int = 0                   # training examples held out for a search to select on (TaskData.hold_out)
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
@@ -145,7 +146,8 @@ class CompareConfig:
                 "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
                 "teacher_layer_decay": train.layer_decay,
-                "device": self.device, "precision": self.precision, "speed_device": self.speed_device}
+                "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
+                "hold_out": self.hold_out}
 
 
 @dataclass(frozen=True)
@@ -243,7 +245,7 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
                      device=config.device, precision=config.precision, threads=config.threads,
-                     speed_device=config.speed_device,
+                     speed_device=config.speed_device, hold_out=config.hold_out,
                      teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
                      out=str(directory) if directory else None, overwrite=True)
 
@@ -377,7 +379,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     runs = plan_seeds(planned, config.seeds)
     check_out(out, runs)
-    task = load_task(config.dataset, dedupe=config.dedupe)
+    task = load_task(config.dataset, dedupe=config.dedupe).hold_out(config.hold_out)
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
         check_out(out, runs)  # again: another process may have written there meanwhile

@@ -62,6 +62,7 @@ class RunConfig:
     precision: str = "auto"           # training precision: auto (resolved here), fp32, bf16, fp16 (CUDA only)
     checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
     speed_device: str = "cpu"         # where the models are timed: the CPU, or a GPU (cuda)
+    hold_out: int = 0                 # training examples held out for a search to select on (TaskData.hold_out)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -77,6 +78,8 @@ class RunConfig:
         if self.checkpoint_every < 0:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
         check_speed_device(self.speed_device)
+        if self.hold_out < 0:
+            raise CompressError(f"the examples held out to select on must be 0 or more, got {self.hold_out}.")
         if self.precision not in PRECISION_CHOICES:
             raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
         # auto becomes fp32 where this device would emulate bf16, and stays auto (each stage times both and
@@ -94,8 +97,9 @@ def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
     run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row, one before
     ``speed_device`` was timed on the CPU (a quantization's backend is chosen among those that run where it is timed,
-    so the device is part of its result); a teacher fine-tuned without a bar is one fine-tuned before bars existed."""
-    settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu"} | \
+    so the device is part of its result), one before ``hold_out`` trained on all of train; a teacher fine-tuned
+    without a bar is one fine-tuned before bars existed."""
+    settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
     train = (settings.get("teacher_finetune") or {}).get("train")
     if isinstance(train, dict) and train.get("stop_below") is None:
@@ -189,8 +193,8 @@ def _dataset(config: RunConfig) -> dict[str, Any]:
 
 
 def run_task(config: RunConfig) -> TaskData:
-    """The task a run reads: its dataset with its column choices."""
-    return load_task(**_dataset(config))
+    """The task a run reads: its dataset with its column choices, less the training examples it holds out."""
+    return load_task(**_dataset(config)).hold_out(config.hold_out)
 
 
 def check_task(config: RunConfig) -> None:

@@ -34,13 +34,14 @@ from compress.bench.measurement import Speed
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
+from compress.data.splits import SELECT
 from compress.device import resolve_device
 from compress.errors import CompressError
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions, save_predictions
 from compress.quantize.artefacts import artefact_bytes
-from compress.quantize.predictors import TorchPredictor
+from compress.quantize.predictors import TorchPredictor, predict_batches
 from compress.registry import Context, Method, Transform, Transformed
 from compress.registry.pipeline import Step
 from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRecord
@@ -121,6 +122,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     # Dev too, so what a search selects on (dev) is in every record, and test stays the verdict.
     dev = made.dev or Predictions.of(*predict(model, data.eval_batches("dev"), next(model.parameters()).device))
     dev_accuracy = dev.metrics().accuracy
+    select = _select_predictions(model, data)
     if isinstance(model, Encoder):
         model.cpu()
     evaluated = time.perf_counter()
@@ -150,6 +152,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         (tmp / name).write_bytes(content)
     predictions_sha256 = save_predictions(predictions, tmp)
     dev_sha256 = save_predictions(dev, tmp, "dev")
+    select_sha256 = save_predictions(select, tmp, SELECT) if select is not None else None
     teacher, entry = source.teacher, source.entry
     trained = method.kind == "student"   # a student is measured against its teacher, not "a source"
     speed = {"teacher" if trained else "source": speed["source"], "student": speed["student"]} | \
@@ -162,6 +165,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
+        select_predictions=select_sha256,
         phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options))
@@ -174,6 +178,16 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         full_config["pipeline"] = pipeline
     write_run_record(tmp, record, full_config, seed=config.seed)
     return record
+
+
+def _select_predictions(model: Any, data: TokenizedTask) -> Predictions | None:
+    """The model's predictions on the training examples its task holds out for a search to select on (None where
+    it holds none out): an encoder in batches, a quantized model a sentence at a time, as it is scored on test."""
+    if SELECT not in data.splits:
+        return None
+    if isinstance(model, Encoder):
+        return Predictions.of(*predict(model, data.eval_batches(SELECT), next(model.parameters()).device))
+    return Predictions.of(*predict_batches(model, data.dataloader(SELECT, batch_size=1)))
 
 
 def run_phases(made_s: float, stages: list[StageRecord], evaluating_s: float, timing_s: float,

@@ -107,6 +107,8 @@ class SearchRecord:
     bar: float | None = None            # the dev accuracy a candidate needs: min_retention x the teacher's
     resolution: float | None = None     # the half-width of a retention's paired interval near the bar on the
                                         # selection sentences, known before training (selection_resolution)
+    selection: str = "dev"              # what it selected on: "held-out" training sentences, or "dev" (the dev_*
+                                        # fields of candidates and finals are on these sentences)
     status: str = "running"             # running, interrupted, complete
     spent_s: float = 0.0                # wall seconds over every invocation of this search
     seconds: dict[str, float] = field(default_factory=dict)   # by what it went to (see search.TIME_CATEGORIES)

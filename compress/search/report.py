@@ -1,5 +1,5 @@
 """The search's report: search.md and search.html (the answer, its verdict on test, how the search spent its budget,
-the frontier it found and the path it took) and search.png (the objective against dev retention, by fidelity)."""
+the frontier it found and the path it took) and search.png (the objective against selection retention, by fidelity)."""
 
 from __future__ import annotations
 
@@ -76,10 +76,10 @@ def verdict_lines(record: SearchRecord) -> list[str]:
         lines.append(f"Against {reference.text} (the reference, same seeds): " + "; ".join(parts) + ".")
     if chosen is not None and chosen.dev_retention is not None:
         trained = sum(1 for c in record.candidates if c.fidelity in ("partial", "full", "final"))
-        lines.append(f"Its dev accuracy ({_percent(chosen.dev_accuracy)}, {_percent(chosen.dev_retention)} of the "
-                     f"teacher's) is what chose it among {trained} trained candidates, so it is biased upward by the "
-                     "selection; the test interval above is not: it comes from seeds and sentences the search never "
-                     "selected on.")
+        lines.append(f"Its selection accuracy ({_percent(chosen.dev_accuracy)}, {_percent(chosen.dev_retention)} of "
+                     f"the teacher's) is what chose it among {trained} trained candidates, so it is biased upward by "
+                     "the selection; the test interval above is not: it comes from seeds and sentences the search "
+                     "never selected on.")
     return lines
 
 
@@ -105,7 +105,8 @@ def time_line(record: SearchRecord) -> str:
 def resolution_line(record: SearchRecord, sentences: int) -> str:
     """How finely the selection evidence resolves a retention near the bar, in words a user can act on."""
     bar, half = record.min_retention, record.resolution or 0.0
-    return (f"selection evidence: {sentences:,} dev sentences resolve a retention near {bar:.0%} to +-{half:.1%} "
+    return (f"selection evidence: {sentences:,} {record.selection} sentences resolve a retention near {bar:.0%} to "
+            f"+-{half:.1%} "
             f"(for a candidate that differs from the teacher on {DISAGREEMENT:.0%} of them): {bar:.0%} cannot be told "
             f"from {bar - half:.1%} or from {bar + half:.1%} there")
 
@@ -122,12 +123,13 @@ def summary_lines(record: SearchRecord) -> list[str]:
     """What `compress search` prints."""
     bar = f"{record.bar:.4f}" if record.bar is not None else "?"
     return [f"search ({record.status}): minimize {record.minimize} keeping {record.min_retention:.0%} of the "
-            f"teacher's dev accuracy (a dev accuracy of {bar}; a retention there is resolved to "
+            f"teacher's accuracy on the {record.selection} sentences (an accuracy of {bar}; a retention there is "
+            f"resolved to "
             f"+-{record.resolution or 0:.1%})", *verdict_lines(record), count_line(record), time_line(record)]
 
 
 def frontier(record: SearchRecord) -> list[CandidateRecord]:
-    """The candidates trained to the end that no other beats on both the objective and dev retention."""
+    """The candidates trained to the end that no other beats on both the objective and selection retention."""
     done = [c for c in record.candidates if c.fidelity in ("full", "final") and c.objective is not None
             and c.dev_retention is not None]
     front = [c for c in done if not any(o.objective <= c.objective and o.dev_retention >= c.dev_retention  # type: ignore[operator]
@@ -140,9 +142,9 @@ def path(record: SearchRecord) -> list[CandidateRecord]:
     return sorted((c for c in record.candidates if c.order is not None), key=lambda c: c.order)  # type: ignore
 
 
-PATH_HEADERS = ("#", "candidate", "objective", "reached", "dev retention", "what happened", "seconds")
-FRONT_HEADERS = ("candidate", "objective", "dev retention (95% interval, one seed)", "params (M)", "size (MB)")
-FINAL_HEADERS = ("model", "role", "dev retention (every seed)", "test accuracy", "test retention",
+PATH_HEADERS = ("#", "candidate", "objective", "reached", "selection retention", "what happened", "seconds")
+FRONT_HEADERS = ("candidate", "objective", "selection retention (95% interval, one seed)", "params (M)", "size (MB)")
+FINAL_HEADERS = ("model", "role", "selection retention (every seed)", "test accuracy", "test retention",
                  "speed-up (batch 1)", "size (MB)")
 
 
@@ -173,11 +175,12 @@ def _sections(record: SearchRecord) -> list[tuple[str, list[str], tuple[str, ...
         ("Answer", verdict_lines(record), (), []),
         ("The finals", ["The chosen model, the other candidates kept (best first) and the reference, each trained "
                         "with every seed and compared on test in one process (comparison.md has the whole "
-                        "comparison); dev retention over every seed is what chose."], FINAL_HEADERS,
+                        "comparison); selection retention over every seed is what chose."], FINAL_HEADERS,
          _final_rows(record)),
         ("How the search went", [count_line(record), time_line(record), *record.notes], (), []),
-        ("The frontier found", ["Candidates trained to the end that no other beats on both the objective and dev "
-                                "retention (dev scores, one seed)."], FRONT_HEADERS, _front_rows(record)),
+        ("The frontier found", ["Candidates trained to the end that no other beats on both the objective and "
+                                "selection retention (selection scores, one seed)."], FRONT_HEADERS,
+         _front_rows(record)),
         ("The path", ["Every candidate the search trained, in the order it took them (the fastest first, for a "
                       "speed objective)."], PATH_HEADERS, _path_rows(record)),
         ("The space", space, (), []),
@@ -190,8 +193,8 @@ def _title(record: SearchRecord) -> str:
 
 
 def _context(record: SearchRecord) -> str:
-    bar = f"a dev accuracy of {record.bar:.4f} ({record.min_retention:.0%} of the teacher's " \
-          f"{record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
+    bar = f"an accuracy of {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of the " \
+          f"teacher's {record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
     made = f"Made by `{record.command}`" if record.command else "Made from Python"
     return (f"{made} on {record.cpu}, {record.threads} threads, sequence length {record.seq_len}, "
             f"{record.created}; status: {record.status}; the bar: {bar}.")
@@ -212,7 +215,7 @@ def render_markdown(record: SearchRecord) -> str:
             lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
             lines.append("")
         if title == "The frontier found":
-            lines += ["![objective against dev retention](search.png)", ""]
+            lines += ["![objective against selection retention](search.png)", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -231,7 +234,8 @@ def render_html(record: SearchRecord, png: bytes) -> str:
                          f"<tbody>{body}</tbody></table></div>")
         if title == "The frontier found":
             data = base64.b64encode(png).decode("ascii")
-            parts.append(f'<figure><img src="data:image/png;base64,{data}" alt="The objective against dev retention '
+            parts.append(f'<figure><img src="data:image/png;base64,{data}" alt="The objective against selection '
+                         f'retention '
                          f'of every candidate trained, by how far it got."><figcaption>Left is better, up is better; '
                          f"the dashed line is the bar.</figcaption></figure>")
     parts += ["</body>", "</html>"]
@@ -239,7 +243,7 @@ def render_html(record: SearchRecord, png: bytes) -> str:
 
 
 def plot_png(record: SearchRecord) -> bytes:
-    """The objective against dev retention: every trained candidate by the fidelity it reached, numbered by the
+    """The objective against selection retention: every trained candidate by the fidelity it reached, numbered by the
     order the search took them; timed-only candidates as ticks along the bottom."""
     fig = Figure(figsize=(8, 5))
     FigureCanvasAgg(fig)
@@ -263,7 +267,7 @@ def plot_png(record: SearchRecord) -> bytes:
                         xytext=(4, 4), textcoords="offset points")
     ax.axhline(100 * record.min_retention, linestyle="--", color="#555555", label="the bar")
     ax.set_xlabel(OBJECTIVE_NAMES[record.minimize])
-    ax.set_ylabel("dev retention (% of the teacher)")
+    ax.set_ylabel("selection retention (% of the teacher)")
     ax.set_title(f"{record.teacher} on {record.dataset}: the path of the search", fontsize=10)
     if trained or timed:
         ax.set_xscale("log")

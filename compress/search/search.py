@@ -40,7 +40,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -69,6 +69,7 @@ from compress.train_config import DEFAULT_SEED
 from compress.training import resolve_precision
 
 FINALISTS = 2
+SELECT_ON = ("held-out", "dev")
 
 
 def parse_budget(text: str) -> float:
@@ -89,6 +90,8 @@ class SearchConfig:
 
     minimize: str = "latency"
     min_retention: float = 0.97
+    select_on: str = "held-out"          # held-out: training sentences no model trains on or picks an epoch on; dev
+    selection_size: int | None = None    # sentences held out (default: twice the dev split)
     budget_s: float = 90 * 60
     seeds: list[int] = field(default_factory=lambda: [DEFAULT_SEED, DEFAULT_SEED + 1, DEFAULT_SEED + 2])
     methods: list[str] | None = None     # keep only these methods of the space
@@ -116,6 +119,11 @@ class SearchConfig:
         if not 0 < self.min_retention <= 1:
             raise CompressError(f"--min-retention is a share of the teacher's accuracy in (0, 1], got "
                                 f"{self.min_retention}.")
+        if self.select_on not in SELECT_ON:
+            raise CompressError(f"--select-on takes {' or '.join(SELECT_ON)}, not {self.select_on!r}.")
+        if self.selection_size is not None and (self.selection_size < 1 or self.select_on != "held-out"):
+            raise CompressError("--selection-size is a number of training sentences (1 or more) to hold out, with "
+                                "--select-on held-out.")
         if not self.budget_s > 0:
             raise CompressError("--budget must be a positive time, such as 90m.")
         if self.finalists < 1:
@@ -156,6 +164,9 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     out = Path(config.out or f"runs/search-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     check_out(out)
     task = load_task(config.dataset, dedupe=config.dedupe)
+    held_out = 0 if config.select_on == "dev" else config.selection_size or 2 * len(task.splits["dev"])
+    task = task.hold_out(held_out)   # a size that would leave a label without training sentences fails here
+    compare_config = replace(compare_config, hold_out=held_out)
     tokenizer = load_tokenizer(config.teacher)
     positions = teacher_shape.max_positions
     max_length = config.teacher_finetune.max_length or min(choose_max_length(task, tokenizer), positions)

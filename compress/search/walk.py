@@ -1,6 +1,6 @@
 """The walk over a search's candidates (stages 2 and 3 of :mod:`compress.search.search`) and its finals.
 
-A candidate is *kept* when its dev retention cannot be told below the bar: the upper end of its paired interval
+A candidate is *kept* when its selection retention cannot be told below the bar: the upper end of its paired interval
 (the candidate and the teacher on the same dev sentences, :mod:`compress.stats`) reaches ``min_retention``. It *missed
 the bar* when that upper end lies below it: then it, every pipeline that extends it and every candidate that
 compresses at least as much are ruled out. One seed on about a thousand dev sentences is one draw with an
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from compress.data.splits import SELECT
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
 from compress.interrupts import raise_if_interrupted
@@ -177,7 +178,7 @@ class SpeedFit:
 
 @dataclass(frozen=True)
 class Screen:
-    """A trained step's dev retention with its paired interval, against the bar."""
+    """A trained step's selection retention with its paired interval, against the bar."""
 
     accuracy: float
     retention: float
@@ -218,6 +219,10 @@ class Walk:
         self.factor: dict[str, float] = {}
         self.untrained: dict[str, float] = {}
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
+        # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
+        # them), or dev where it holds none out.
+        self.evidence = SELECT if SELECT in task.splits else "dev"
+        record.selection = "held-out" if self.evidence == SELECT else "dev"
         self.least_training_s: float | None = None   # the cheapest full training of a first step (search.py sets it)
         self.last_report = time.perf_counter()    # the last line of probing progress
 
@@ -228,27 +233,33 @@ class Walk:
     # -- the teacher and the bar ----------------------------------------------------------------
 
     def prepare(self) -> None:
-        """The fine-tuned teacher (cached), its dev predictions (cached), and the bar."""
+        """The fine-tuned teacher (cached), its predictions on the selection sentences and on dev (cached), the bar,
+        and how finely the selection sentences resolve a retention near it."""
         with self.clock.on("teacher"):
             self.finetuned = finetune_teacher(self.config.teacher, self.task, self.config.teacher_finetune,
                                               device=self.config.device, show_progress=self.show_progress)
             self.data = tokenized_for(self.finetuned, self.task)
             self.vocab = load_tokenizer(str(self.finetuned.directory)).get_vocab()
-            logits = teacher_logits(self.finetuned.load().model, self.data, "dev", self.finetuned.record["fingerprint"],
-                                    torch.device("cpu"), show_progress=False)
-        self.teacher_dev = Predictions.of(logits, self.data.splits["dev"]["labels"])
-        accuracy = teacher_interval(self.teacher_dev)
+            model = self.finetuned.load().model
+            fingerprint = self.finetuned.record["fingerprint"]
+            teacher = {split: Predictions.of(teacher_logits(model, self.data, split, fingerprint, torch.device("cpu"),
+                                                            show_progress=False), self.data.splits[split]["labels"])
+                       for split in {self.evidence, "dev"}}
+        self.teacher_selection = teacher[self.evidence]
+        accuracy = teacher_interval(self.teacher_selection)
         self.record.teacher_dev_accuracy = accuracy["estimate"]
         self.bar = self.config.min_retention * accuracy["estimate"]
         self.record.bar = self.bar
-        sentences = len(self.teacher_dev.labels)
+        sentences = len(self.teacher_selection.labels)
         gap = (1 - self.config.min_retention) * accuracy["estimate"]
         self.record.resolution = retention_resolution(sentences, accuracy["estimate"], self.config.min_retention,
                                                       max(DISAGREEMENT, gap))
         self.say(resolution_line(self.record, sentences))
-        # A stage stops once its dev accuracy cannot reach the bar less the interval's reach: what a candidate's
-        # interval could still carry to the bar (the teacher's own half-width, wider than a paired one).
-        self.stop_below = self.bar - (accuracy["high"] - accuracy["low"]) / 2
+        # A stage stops once its dev accuracy (what a stage evaluates each epoch) cannot reach the bar's share of the
+        # teacher's dev accuracy less the interval's reach: what a candidate's interval could still carry to the bar
+        # (the teacher's own half-width, wider than a paired one).
+        dev = teacher_interval(teacher["dev"])
+        self.stop_below = self.config.min_retention * dev["estimate"] - (dev["high"] - dev["low"]) / 2
 
     # -- objective ------------------------------------------------------------------------------
 
@@ -289,7 +300,7 @@ class Walk:
 
     def run(self) -> None:
         self.say(f"search: {len(self.states)} candidates, minimize {self.config.minimize} keeping "
-                 f"{self.config.min_retention:.0%} of the teacher's dev accuracy, budget "
+                 f"{self.config.min_retention:.0%} of the teacher's selection accuracy, budget "
                  f"{format_seconds(self.config.budget_s)}")
         self.prepare()
         if self.config.minimize == "size":
@@ -333,7 +344,7 @@ class Walk:
             self.save()
 
     def met_bar(self, state: State) -> bool:
-        """Whether a kept candidate's dev retention, its mean on the selection sentences, is at the bar or above."""
+        """Whether a kept candidate's selection retention (its mean on the selection sentences) meets the bar."""
         return state.record.dev_retention is not None and state.record.dev_retention >= self.config.min_retention
 
     def enough(self) -> State | None:
@@ -464,7 +475,7 @@ class Walk:
 
     def train(self, state: State) -> None:
         """Train ``state``'s steps on the first seed (reusing finished ones), each stopped below the bar, and screen
-        each step's dev retention."""
+        each step's selection retention."""
         start = time.perf_counter()
         seed = self.config.seeds[0]
         config = replace(self.compare_config, seeds=[seed], out=str(self.out), stop_below=self.stop_below)
@@ -489,14 +500,15 @@ class Walk:
                 state.record.status = "below"
                 said = [w for s in record.stages for w in s.get("warnings", []) if "cannot reach" in w]
                 state.record.reason = f"{name} stopped: {said[-1]}" if said else \
-                    f"{name} kept {screen.retention:.1%} of the teacher's dev accuracy ({screen.low:.1%} to " \
+                    f"{name} kept {screen.retention:.1%} of the teacher's selection accuracy ({screen.low:.1%} to " \
                     f"{screen.high:.1%}), below {self.config.min_retention:.0%}"
                 self.failed.append(Candidate(Pipeline(tuple(state.candidate.pipeline.steps[:len(step.planned.steps)])),
                                              state.candidate.shape))
                 break
         else:
             state.record.fidelity, state.record.status = "full", "kept"
-            state.record.reason = (f"dev retention {screen.retention:.1%} ({screen.low:.1%} to {screen.high:.1%}) "
+            state.record.reason = (f"selection retention {screen.retention:.1%} ({screen.low:.1%} to "
+                                   f"{screen.high:.1%}) "
                                    f"cannot be told below {self.config.min_retention:.0%}")
             # Its objective stays its structure's, like every candidate's it is ordered against; the finals time
             # the trained models themselves.
@@ -518,22 +530,25 @@ class Walk:
         elif not estimated:
             self.untrained[method] = spent
 
-    def dev_predictions(self, run_dir: Path, record: RunRecord) -> Predictions:
-        """The run's dev predictions: kept by the run, or (a run made before runs kept them) made now."""
-        if record.dev_predictions is not None:
-            return load_predictions(run_dir, record.dev_predictions, "dev")
+    def selection_predictions(self, run_dir: Path, record: RunRecord) -> Predictions:
+        """The run's predictions on the selection sentences: kept by the run, or (a run made before runs kept them)
+        made now."""
+        kept = record.select_predictions if self.evidence == SELECT else record.dev_predictions
+        if kept is not None:
+            return load_predictions(run_dir, kept, self.evidence)
         with self.clock.on("evaluation and timing"):
             predictor = _predictor(record, run_dir, self.probes.speed.threads, self.vocab)
             size = 1 if record.quantized else 128   # quantized models are scored a sentence at a time, as runs do
-            return Predictions.of(*predict_batches(predictor, self.data.dataloader("dev", batch_size=size)))
+            return Predictions.of(*predict_batches(predictor, self.data.dataloader(self.evidence, batch_size=size)))
 
     def screen(self, run_dir: Path, record: RunRecord) -> Screen:
-        """The run's dev accuracy and its retention of the teacher's, with the paired interval."""
-        predictions = self.dev_predictions(run_dir, record)
-        if not np.array_equal(predictions.labels, self.teacher_dev.labels):
-            raise CompressError(f"the dev predictions of {run_dir} are not of the teacher's dev sentences; run it "
-                                "again.")
-        accuracy, retention = method_intervals(predictions.correct[None], self.teacher_dev)
+        """The run's accuracy on the selection sentences and its retention of the teacher's, with the paired
+        interval."""
+        predictions = self.selection_predictions(run_dir, record)
+        if not np.array_equal(predictions.labels, self.teacher_selection.labels):
+            raise CompressError(f"the {self.evidence} predictions of {run_dir} are not of the teacher's sentences; run "
+                                "it again.")
+        accuracy, retention = method_intervals(predictions.correct[None], self.teacher_selection)
         return Screen(accuracy["estimate"], retention["estimate"], retention["low"], retention["high"])
 
     def save(self) -> None:
@@ -545,20 +560,20 @@ class Walk:
 
     def finals(self) -> None:
         """The kept candidates (the best ``finalists``) and the reference with every seed, compared in one process;
-        the chosen one is the best by the finals' own measurement of those whose dev retention over every seed meets
-        the bar, or, where none does, of those it cannot be told below (the report says which); the reference counts
-        when it is a candidate of the space."""
+        the chosen one is the best by the finals' own measurement of those whose selection retention over every seed
+        meets the bar, or, where none does, of those it cannot be told below (the report says which); the reference
+        counts when it is a candidate of the space."""
         kept = self.finalists()
         if not kept:
-            self.record.notes.append("No candidate's dev retention reached the bar within the budget: nothing was "
-                                     "chosen.")
+            self.record.notes.append("No candidate's selection retention reached the bar within the budget: nothing "
+                                     "was chosen.")
             return
         met = [s.candidate.text for s in kept if self.met_bar(s)]
         if len(met) < self.config.finalists:
             said = f"only {', '.join(met)} met" if met else "none met"
             self.record.notes.append(
                 f"Of the candidates trained within the budget, {said} {self.config.min_retention:.0%} of the "
-                f"teacher's dev accuracy on the mean; the finals take "
+                f"teacher's selection accuracy on the mean; the finals take "
                 f"{', '.join(s.candidate.text for s in kept if not self.met_bar(s))} because their intervals "
                 "reach it.")
             self.say(self.record.notes[-1])
@@ -580,11 +595,12 @@ class Walk:
             self.record.chosen, self.record.chosen_run = chosen.text, chosen.run_dir
             if not met:
                 self.record.notes.append(
-                    f"No finalist kept {bar:.0%} of the teacher's dev accuracy over every seed; the chosen one kept "
+                    f"No finalist kept {bar:.0%} of the teacher's selection accuracy over every seed; the chosen one "
+                    f"kept "
                     f"{chosen.dev_retention:.1%} ({chosen.dev_retention_interval[0]:.1%} to "
                     f"{chosen.dev_retention_interval[1]:.1%}): below the bar, within its interval.")
         else:
-            self.record.notes.append("With every seed, no finalist's dev retention could still reach the bar: "
+            self.record.notes.append("With every seed, no finalist's selection retention could still reach the bar: "
                                      "nothing was chosen.")
         self.record.finals = finals
         for difference in comparison.differences:
@@ -607,10 +623,10 @@ class Walk:
                 "size": float(final.size_bytes)}[self.config.minimize]
 
     def _final(self, row: Any, role: str) -> Final:
-        """One finalist's row: its test numbers from the comparison, its dev retention over every seed."""
+        """One finalist's row: its test numbers from the comparison, its selection retention over every seed."""
         runs = [(Path(seed.run_dir), read_run_record(Path(seed.run_dir))) for seed in row.per_seed]
-        rows = np.stack([self.dev_predictions(run_dir, record).correct for run_dir, record in runs])
-        _, dev = method_intervals(rows, self.teacher_dev)
+        rows = np.stack([self.selection_predictions(run_dir, record).correct for run_dir, record in runs])
+        _, dev = method_intervals(rows, self.teacher_selection)
         return Final(text=row.method, role=role, accuracy=row.accuracy, accuracy_interval=_pair(row.accuracy_interval),
                      retention=row.retention, retention_interval=_pair(row.retention_interval), speedup=row.speedup,
                      speedup_iqr=list(row.speedup_iqr or [row.speedup, row.speedup]),
