@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,6 +187,7 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
     (["--selection-size", "900"], "would leave no training example, or hold out none, of 'neg', 'pos'"),
     (["--select-on", "test"], "--select-on takes held-out or dev, not 'test'"),
     (["--select-on", "dev", "--selection-size", "10"], "--selection-size is a number of training sentences"),
+    (["--executor", "ray", "--address", "127.0.0.1:9"], "no Ray cluster answers at 127.0.0.1:9"),
 ])
 def test_bad_input_is_one_line_before_any_work(tiny, tmp_path, args, expected):
     space = tmp_path / "space.toml"
@@ -389,3 +391,74 @@ def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path,
     assert set(later.timed) == {"a", "b"} and later.timed["a"] == Timed(1.0, 100.0, "torch")
     assert Probes(data, 64, 1, 30).timed == {} and Probes(SimpleNamespace(cache_key="bbc"), 64, 2, 30).timed == {}
     assert first.path.parent == tmp_path / "cache" / "search-probes"
+
+
+def _cluster_processes(token: str, root: Path) -> list[int]:
+    """The processes of the cluster a test started: those whose environment holds its token, or that hold a file of
+    its temporary directory open (Ray's agents drop the token from their environment)."""
+    found = []
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            mine = f"RAY_AUTH_TOKEN={token}".encode() in (process / "environ").read_bytes().split(b"\0") or any(
+                os.readlink(fd).startswith(str(root)) for fd in (process / "fd").iterdir())
+        except OSError:   # ended meanwhile, or not ours to read
+            continue
+        if mine and int(process.name) != os.getpid():
+            found.append(int(process.name))
+    return found
+
+
+@pytest.fixture
+def ray_cluster(monkeypatch):
+    """A real Ray cluster of two nodes on this machine, one CPU each: a head (`ray start --head`) and a second node
+    joining it over 127.0.0.1, with a token of their own (Ray's token authentication; nothing is written to ~/.ray).
+    Stopped after the test by ending exactly its processes (:func:`_cluster_processes`), so a Ray instance another
+    test started is left alone (`ray stop` would end every one)."""
+    import secrets
+    import socket
+    import tempfile
+
+    ray = Path(sys.executable).parent / "ray"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(32)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", token)   # the nodes', and the search's: run_cli passes os.environ on
+    root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))   # short: Ray's socket paths must fit 107 bytes
+    common = ["--num-cpus=1", "--disable-usage-stats"]
+    try:
+        subprocess.run([str(ray), "start", "--head", f"--port={port}", "--include-dashboard=false",
+                        f"--temp-dir={root}", *common], check=True, capture_output=True, timeout=300)
+        subprocess.run([str(ray), "start", f"--address=127.0.0.1:{port}", *common], check=True,
+                       capture_output=True, timeout=300)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for signal_number in (signal.SIGTERM, signal.SIGKILL):
+            for pid in _cluster_processes(token, root):
+                try:
+                    os.kill(pid, signal_number)
+                except ProcessLookupError:
+                    pass
+            time.sleep(2)
+        assert not _cluster_processes(token, root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_search_trains_its_candidates_and_finals_as_tasks_on_a_two_node_ray_cluster(tiny, tmp_path, ray_cluster):
+    """`compress search --executor ray --address HOST:PORT`: every run, the candidates' one at a time and the finals'
+    seeds side by side, is a Ray task on the cluster's two nodes; the answer is the one a search here gives."""
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE.split("[int8]")[0])   # candidates that train, so the finals train a second seed
+    out = tmp_path / "search-ray"
+    done = run_cli("search", *tiny["args"], "--space", str(space), "--seeds", "2", "--against", "none",
+                   "--finalists", "1", "--budget", "20m", "--seq-len", "64", "--out", str(out), "--executor", "ray",
+                   "--address", ray_cluster, "--cpus-per-run", "1", env=tiny["env"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ray: 2 CPUs" in done.stderr                        # the finals saw both nodes
+    record = json.loads((out / "search.json").read_text())
+    trained = [c["text"] for c in record["candidates"] if c["fidelity"] in ("partial", "full", "final")]
+    assert record["status"] == "complete" and record["chosen"] and trained
+    for name in {*trained, record["chosen"]}:              # every run it made finished as a task
+        assert f"finished {name}@13 (ray)" in done.stderr
+    assert f"finished {record['chosen']}@14 (ray)" in done.stderr

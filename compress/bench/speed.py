@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compress.bench.inputs import speed_batch
+from compress.bench.machine import device_name
 from compress.bench.measurement import Speed
 from compress.bench.memory import peak_memory_bytes
 from compress.bench.timing import default_threads, fixed_threads, time_call, timed_calls
 from compress.data.batching import TokenizedTask
-from compress.bench.machine import device_name
 from compress.device import check_speed_device
 from compress.errors import CompressError
 

@@ -29,6 +29,11 @@ DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
 SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
                                         "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
                                         "the int8 formats run on the CPU only).")
+EXECUTOR = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; speed is "
+                                      "still measured here, in one process).")
+ADDRESS = typer.Option(None, help="Ray cluster to run on, HOST:PORT (default: a local Ray instance).")
+CPUS_PER_RUN = typer.Option(1.0, help="CPUs each Ray task declares (and trains with).")
+GPUS_PER_RUN = typer.Option(0.0, help="GPUs each Ray task declares.")
 PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: timed per stage, the "
                                       "fastest of fp32 and bf16 on a CPU that computes bf16 natively, of fp32 (TF32), "
                                       "bf16 and fp16 on a GPU; else fp32), fp32, bf16 (autocast) or fp16 (CUDA only).")

@@ -12,14 +12,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from compress.cli.common import (
+    ADDRESS,
+    CPUS_PER_RUN,
     DEVICE,
+    EXECUTOR,
+    GPUS_PER_RUN,
     PRECISION,
     REPEATS,
     SEQ_LEN,
-    TEACHER_BATCH_SIZE,
-    TEACHER_LAYER_DECAY,
     SPEED_DEVICE,
+    TEACHER_BATCH_SIZE,
     TEACHER_EPOCHS,
+    TEACHER_LAYER_DECAY,
     TEACHER_LR,
     THREADS,
     console,
@@ -65,11 +69,10 @@ def compare(
     hold_out: int = typer.Option(0, help="Training examples held out (stratified) for selecting on, as compress search "
                                          "holds them out: a comparison with a search's --hold-out reuses its runs."),
     precision: str = PRECISION,
-    executor: str = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; "
-                                                "speed is still measured here, in one process)."),
-    address: str | None = typer.Option(None, help="Ray cluster to run on (default: a local Ray instance)."),
-    cpus_per_run: float = typer.Option(1.0, help="CPUs each Ray task declares (and trains with)."),
-    gpus_per_run: float = typer.Option(0.0, help="GPUs each Ray task declares."),
+    executor: str = EXECUTOR,
+    address: str | None = ADDRESS,
+    cpus_per_run: float = CPUS_PER_RUN,
+    gpus_per_run: float = GPUS_PER_RUN,
     config_file: Path | None = typer.Option(
         None, "--config", help="A TOML or YAML file declaring the comparison: settings named as these options "
                                "(methods = [...], seeds = [13, 14, 15], ...); an option given here wins."),

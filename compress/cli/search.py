@@ -9,7 +9,11 @@ import typer
 from rich.markup import escape
 
 from compress.cli.common import (
+    ADDRESS,
+    CPUS_PER_RUN,
     DEVICE,
+    EXECUTOR,
+    GPUS_PER_RUN,
     PRECISION,
     REPEATS,
     SEQ_LEN,
@@ -60,6 +64,10 @@ def search(
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
     device: str = DEVICE,
     precision: str = PRECISION,
+    executor: str = EXECUTOR,
+    address: str | None = ADDRESS,
+    cpus_per_run: float = CPUS_PER_RUN,
+    gpus_per_run: float = GPUS_PER_RUN,
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
     """Find the fastest (or smallest) model that keeps --min-retention of the teacher's accuracy: candidates across
@@ -67,6 +75,7 @@ def search(
     held-out training sentences, then the best with every seed, judged on test against a reference."""
     from compress.registry.pipeline import split_list
     from compress.runs.compare import parse_seeds
+    from compress.runs.executors import Executor
     from compress.search.search import SearchConfig, parse_budget
     from compress.search.search import search as run_search
 
@@ -77,6 +86,7 @@ def search(
                           teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, batch_size=batch_size,
                           threads=threads, seq_len=seq_len, repeats=repeats, device=device, precision=precision,
                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
+                          executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                           command=shlex.join(["compress", *sys.argv[1:]]))
     directory, record = run_search(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                                    show_progress=not as_json)

@@ -8,12 +8,17 @@ from typing import IO
 
 import torch
 
-from compress.data.batching import TokenizedTask, for_device, make_dataloader
 from compress.bench.machine import device_name
+from compress.data.batching import TokenizedTask, for_device, make_dataloader
 from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import Recipe, Stage
-from compress.distill.teacher_targets import (IndexCollator, TargetsCollator, resident_targets, stored_targets,
-                                              with_target_index)
+from compress.distill.teacher_targets import (
+    IndexCollator,
+    TargetsCollator,
+    resident_targets,
+    stored_targets,
+    with_target_index,
+)
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints
 from compress.train_config import StageRecord, TrainConfig, TrainSettings

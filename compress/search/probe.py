@@ -27,8 +27,8 @@ from compress.bench.machine import cpu_model, package_versions
 from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import fixed_threads
 from compress.data.batching import TokenizedTask, make_dataloader
-from compress.distill.objective import DistillationObjective
 from compress.distill.layer_maps import LayerMap
+from compress.distill.objective import DistillationObjective
 from compress.distill.recipe import LossTerm, Recipe, Stage
 from compress.distill.teacher_targets import zero_targets
 from compress.models.accounting import count_parameters, flops_per_sequence

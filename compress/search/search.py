@@ -109,7 +109,7 @@ class SearchConfig:
     seq_len: int | None = None
     repeats: int = 30
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
-    executor: Executor = field(default_factory=Executor)   # where the finals train
+    executor: Executor = field(default_factory=Executor)   # where candidates and finals train (here, or Ray tasks)
     command: str | None = None
 
     def __post_init__(self) -> None:
@@ -207,8 +207,9 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
                     compare_config)
         walk.least_training_s = least[0] if least is not None else None
         try:
-            walk.run()
-            walk.finals()
+            with config.executor.session():   # one connection to a Ray cluster for every run the search makes
+                walk.run()
+                walk.finals()
             record.status = "complete"
         except BaseException:   # Ctrl-C, SIGTERM, an error: what finished is kept, and the same command resumes
             record.status = "interrupted"

@@ -44,11 +44,12 @@ from compress.runs.compare import (
 )
 from compress.runs.compare import _run_config as run_config
 from compress.runs.compare import compare as run_compare
+from compress.runs.executors import run_step
 from compress.runs.paired import method_intervals, teacher_interval
 from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, training_recipe
-from compress.search.space import Candidate, Space, compresses_at_least
 from compress.search.report import resolution_line
+from compress.search.space import Candidate, Space, compresses_at_least
 from compress.stats import pass_speedup, retention_resolution
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
@@ -485,8 +486,10 @@ class Walk:
             name = step.planned.name
             if name not in self.runs:
                 before = time.perf_counter()
-                run_dir, record, reused = _run_or_reuse(config, step, self.out, parent, self.task.fingerprint,
-                                                        self.show_progress)
+                out, fingerprint = self.out, self.task.fingerprint
+                run_dir, record, reused = run_step(
+                    step, parent, lambda s, p, show_progress=self.show_progress: _run_or_reuse(
+                        config, s, out, p, fingerprint, show_progress), self.config.executor, self.say)
                 if not reused:
                     self._account(record, time.perf_counter() - before, step.planned.method.name,
                                   estimates[len(step.planned.steps) - 1])

@@ -19,10 +19,10 @@ from typing import Any, TypedDict
 import torch
 from torch import nn
 
+from compress.bench.machine import device_name
 from compress.cache import cached, write_checksums
 from compress.data.batching import TokenizedTask, choose_max_length, for_device, tokenize_task
 from compress.data.task import TaskData
-from compress.bench.machine import device_name
 from compress.device import resolve_device
 from compress.distill.losses import hard_ce
 from compress.errors import CompressError
