@@ -227,7 +227,9 @@ def test_ray_executor_trains_through_a_local_ray_instance_and_writes_the_same_ro
     out = compared["root"] / "cmp-ray"
     args = [*compared["args"], "--methods", "distilbert,distilbert+int8", "--executor", "ray", "--cpus-per-run", "1"]
     args[args.index("--out") + 1] = str(out)
-    done = run_cli(*args, env={**compared["env"], "OMP_NUM_THREADS": "2"})
+    # a cache of its own: the run store would give it the fixture's runs (the teacher is fine-tuned again, the same)
+    done = run_cli(*args, env={**compared["env"], "OMP_NUM_THREADS": "2",
+                               "COMPRESS_CACHE": str(compared["root"] / "cache-ray")})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Started a local Ray instance" in done.stderr and "finished distilbert+int8@13 (ray)" in done.stderr
     ours = json.loads(done.stdout)
@@ -238,6 +240,39 @@ def test_ray_executor_trains_through_a_local_ray_instance_and_writes_the_same_ro
         assert {k: row[k] for k in same} == {k: theirs[row["method"]][k] for k in same}
     parent = json.loads((run_dir_of(out, "distilbert+int8", 13) / "metrics.json").read_text())["chain"][0]
     assert parent["run_dir"] == str(run_dir_of(out, "distilbert", 13))   # the pipeline's step ran after its parent
+
+
+def test_another_directory_reuses_the_runs_from_the_store_with_its_own_paths(compared):
+    """A comparison with another --out and the same teacher, data, recipe, seed and precision trains nothing: its
+    runs come from the run store, each naming its new directory and its new parent, the same models and scores;
+    a damaged stored run is not used but trained again."""
+    out = compared["root"] / "elsewhere"
+    args = [*compared["args"], "--methods", "distilbert,distilbert+int8"]
+    args[args.index("--out") + 1] = str(out)
+    done = run_cli(*args, env=compared["env"])
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["reused"] == ["distilbert@13", "distilbert+int8@13"] and data["time"]["runs_made"] == 0
+    first = {m["method"]: m for m in compared["first"]["methods"]}
+    for row in data["methods"]:
+        assert {k: row[k] for k in ("accuracy", "params", "size_bytes", "backend")} == \
+            {k: first[row["method"]][k] for k in ("accuracy", "params", "size_bytes", "backend")}
+    student, quantized = run_dir_of(out, "distilbert", 13), run_dir_of(out, "distilbert+int8", 13)
+    config = json.loads((quantized / "config.json").read_text())
+    assert config["run"]["out"] == str(quantized) and config["run"]["target"] == config["parent"] == str(student)
+    chain = json.loads((quantized / "metrics.json").read_text())["chain"]
+    assert [step["run_dir"] for step in chain] == [str(student), str(quantized)]
+    assert str(compared["out"]) not in (quantized / "report.md").read_text()
+    entries = sorted((compared["root"] / "cache" / "run-store").iterdir())
+    for entry in entries:   # damage every stored run: none is used, each is trained again
+        damaged = next(p for p in entry.rglob("*.safetensors"))
+        damaged.unlink()   # a stored file may be a hard link to a run's: the run keeps its own
+        damaged.write_bytes(b"damaged")
+    again = [*args]
+    again[again.index("--out") + 1] = str(compared["root"] / "elsewhere-again")
+    retrained = run_cli(*again, env=compared["env"])
+    assert retrained.returncode == 0, retrained.stderr
+    assert json.loads(retrained.stdout)["reused"] == [] and "damaged" in retrained.stderr
 
 
 def test_ray_executor_without_ray_is_one_line(compared, tmp_path):

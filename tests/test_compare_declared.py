@@ -85,7 +85,8 @@ def test_like_makes_the_same_comparison_again(declared_comparison):
     second = json.loads(again.stdout)
     backend = first["methods"][1]["backend"]
     assert [m["method"] for m in second["methods"]] == ["distilbert", f"distilbert+int8[backend={backend}]"]
-    assert second["methods"][1]["backend"] == backend and second["reused"] == []   # trained afresh elsewhere
+    # elsewhere, the student comes from the run store; its int8 step, its backend now pinned, is made afresh
+    assert second["methods"][1]["backend"] == backend and second["reused"] == ["distilbert@13"]
     for key in ("seeds", "precision"):
         assert second[key] == first[key]
     assert {k: v for k, v in second["config"].items() if k != "methods"} == \

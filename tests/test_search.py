@@ -158,12 +158,11 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
     torch.set_num_threads(1)
-    config = CompareConfig(teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), out=str(tmp_path), batch_size=8,
+    csv = write_tiny_csv(tmp_path / "reviews.csv", copies=8)   # small enough that no student reaches 100% on dev
+    config = CompareConfig(teacher=str(tiny["teacher"]), dataset=str(csv), out=str(tmp_path), batch_size=8,
                            teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)),
                            stop_below=1.0, threads=1)
-    from compress.data.load import load_task
-
-    task = load_task(str(tiny["csv"]))
+    task = load_task(str(csv))
     step = plan_seeds(plan_runs(["distilbert"]), [13])[0]
     _, record, reused = _run_or_reuse(config, step, tmp_path, None, task.fingerprint, show_progress=False)
     assert not reused and record.stages[0]["stop_reason"] == "bar" and record.stages[0]["stopped_early"]
@@ -453,7 +452,8 @@ def test_a_search_trains_its_candidates_and_finals_as_tasks_on_a_two_node_ray_cl
     out = tmp_path / "search-ray"
     done = run_cli("search", *tiny["args"], "--space", str(space), "--seeds", "2", "--against", "none",
                    "--finalists", "1", "--budget", "20m", "--seq-len", "64", "--out", str(out), "--executor", "ray",
-                   "--address", ray_cluster, "--cpus-per-run", "1", env=tiny["env"])
+                   "--address", ray_cluster, "--cpus-per-run", "1",
+                   env={**tiny["env"], "COMPRESS_CACHE": str(tmp_path / "cache")})   # no stored runs: it trains
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ray: 2 CPUs" in done.stderr                        # the finals saw both nodes
     record = json.loads((out / "search.json").read_text())

@@ -81,6 +81,7 @@ from compress.reports.records import (
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
 from compress.runs.distillation import check_student
+from compress.runs.store import keep, restore, run_key
 from compress.runs.executors import Executor, run_all
 from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
 from compress.runs.pipeline import check_student_inputs, run
@@ -333,14 +334,25 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
                   split_fingerprint: str, show_progress: bool = True) -> tuple[Path, RunRecord, bool]:
     """One run of the comparison, after its parent's: reused when its directory under ``out/runs`` already
     holds it as this configuration (and the parent as it is now) would make it, with its test predictions
-    intact, else trained (resuming an unfinished one from its checkpoint). Returns its directory, its record
-    and whether it was reused."""
+    intact, or when the run store holds it from another directory (:mod:`compress.runs.store`), else trained
+    (resuming an unfinished one from its checkpoint) and kept in the store. Returns its directory, its record and
+    whether it was reused."""
     run_dir = run_dir_of(out, step.planned.name, step.seed)
     run_config = _run_config(config, step.planned, str(parent[0]) if parent else "teacher", run_dir, step.seed)
-    record = completed_run(run_dir, run_config, split_fingerprint, parent[1].chain if parent else None)
+    chain = parent[1].chain if parent else None
+    record = completed_run(run_dir, run_config, split_fingerprint, chain)
     if record is not None:
         return run_dir, record, True
-    return run_dir, run(run_config, show_progress).record, False
+    storable = parent is None or parent[1].predictions is not None
+    key = run_key(run_config, parent[1] if parent else None, split_fingerprint) if storable else None
+    if key and restore(key, run_dir, run_config, parent[:2] if parent else None):
+        record = completed_run(run_dir, run_config, split_fingerprint, chain)
+        if record is not None:
+            return run_dir, record, True
+    record = run(run_config, show_progress).record
+    if key and record is not None:   # None: another rank of a data-parallel run; rank 0 keeps it
+        keep(key, run_dir)
+    return run_dir, record, False
 
 
 def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int],

@@ -20,7 +20,9 @@ from compress.runs.config import RunConfig, claimed, out_dir, run_task
 from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
-SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "dedupe")
+# What a transform takes from the run it transforms: its teacher and its data, as that run read them (a run made
+# before hold_out existed held nothing out).
+SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "dedupe", "hold_out")
 
 
 @dataclass
@@ -73,13 +75,14 @@ def run_source(run_dir: Path) -> Source:
     """The fp32 student of a run, with the data exactly as it was trained on."""
     parent_config, parent = parent_run(run_dir)
     run = parent_config["run"]
-    task = run_task(RunConfig(method=run["method"], **{k: run.get(k) for k in SETTINGS}))
+    settings = {k: run[k] for k in SETTINGS if k in run}   # a setting added since it ran: the default it ran at
+    task = run_task(RunConfig(method=run["method"], **settings))
     if task.fingerprint != parent.dataset.fingerprint:
         raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")
     student_dir = run_dir / "student"
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent.teacher, parent.student, str(run_dir), {k: run.get(k) for k in SETTINGS}, parent.chain)
+                  parent.teacher, parent.student, str(run_dir), settings, parent.chain)
 
 
 @contextmanager
