@@ -228,11 +228,9 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int,
                           teacher=config.teacher, dataset=config.dataset, minimize=config.minimize,
                           min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
                           space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
-                          against=config.against)
-    same = previous is not None and (previous.teacher, previous.dataset, previous.minimize, previous.min_retention,
-                                     previous.space, previous.seeds) == (record.teacher, record.dataset,
-                                                                         record.minimize, record.min_retention,
-                                                                         record.space, record.seeds)
+                          against=config.against, selection=config.select_on)
+    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection")
+    same = previous is not None and all(getattr(previous, k) == getattr(record, k) for k in asked)
     if same and previous is not None and previous.status != "complete":
         record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)
         record.candidates = previous.candidates

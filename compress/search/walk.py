@@ -223,7 +223,6 @@ class Walk:
         # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
         # them), or dev where it holds none out.
         self.evidence = SELECT if SELECT in task.splits else "dev"
-        record.selection = "held-out" if self.evidence == SELECT else "dev"
         self.least_training_s: float | None = None   # the cheapest full training of a first step (search.py sets it)
         self.last_report = time.perf_counter()    # the last line of probing progress
 
