@@ -1,8 +1,11 @@
-"""Confidence intervals for accuracy, for the difference of two models' accuracies, and for retention.
+"""Confidence intervals for a task's metric, for the difference of two models' metrics, and for retention.
 
 A test accuracy is one draw: another test split, or another training seed, gives another number. Correctness is
 given as a 0/1 array of shape ``(n,)`` (one model, one seed) or ``(seeds, n)`` (one row per training seed, the
-same ``n`` test examples in every row). Each interval counts both sources of noise:
+same ``n`` test examples in every row); any other metric of :mod:`compress.task_metrics` as a :class:`Scored`, each
+sentence's statistics seed by seed (a resample's metric is the metric of its weighted statistics, and a sentence's
+share of it the metric's linearisation, which for accuracy is the right-or-wrong array). Each interval counts both
+sources of noise:
 
 - the test sentences, by a percentile bootstrap (Efron & Tibshirani 1993, ch. 13): each resample draws ``n``
   test examples with replacement and computes the statistic on them over every seed as it is;
@@ -41,6 +44,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from compress.task_metrics import ACCURACY, TaskMetric
+
 RESAMPLES = 2000
 LEVEL = 0.95
 
@@ -63,13 +68,43 @@ class Interval:
         return self.low >= threshold
 
 
-def _rows(correct: np.ndarray) -> np.ndarray:
-    """``correct`` as a float array of shape (seeds, n), checked."""
-    rows = np.asarray(correct, dtype=np.float64)
-    rows = rows[None, :] if rows.ndim == 1 else rows
-    if rows.ndim != 2 or rows.shape[1] == 0 or rows.shape[0] == 0:
-        raise ValueError(f"correctness must have shape (n,) or (seeds, n) with n > 0, got {np.shape(correct)}")
-    return rows
+@dataclass(frozen=True)
+class Scored:
+    """One model's evidence on ``n`` test sentences for a metric: each sentence's statistics (:mod:`compress.task_metrics`),
+    seed by seed, ``stats`` of shape (seeds, n, k). A plain 0/1 array of shape (n,) or (seeds, n) is the evidence of
+    accuracy (:meth:`of`)."""
+
+    stats: np.ndarray
+    metric: TaskMetric = ACCURACY
+    classes: int = 2
+
+    @classmethod
+    def of(cls, evidence: Scored | np.ndarray) -> Scored:
+        """``evidence`` as it is, or a right-or-wrong array (n,) or (seeds, n) as accuracy's evidence, checked."""
+        if isinstance(evidence, Scored):
+            return evidence
+        rows = np.asarray(evidence, dtype=np.float64)
+        rows = rows[None, :] if rows.ndim == 1 else rows
+        if rows.ndim != 2 or rows.shape[1] == 0 or rows.shape[0] == 0:
+            raise ValueError(f"correctness must have shape (n,) or (seeds, n) with n > 0, got {np.shape(evidence)}")
+        return cls(rows[:, :, None])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(seeds, n)."""
+        return self.stats.shape[0], self.stats.shape[1]
+
+    def value(self) -> float:
+        """The metric, averaged over the seeds."""
+        return float(self.metric.values(self.stats, classes=self.classes).mean())
+
+    def draws(self, drawn: _Resamples) -> np.ndarray:
+        """The metric on each resample of the sentences, averaged over the seeds (resamples,)."""
+        return self.metric.values(self.stats, drawn.weights, self.classes).mean(axis=1)
+
+    def terms(self) -> np.ndarray:
+        """Each seed's metric plus each sentence's share of it (seeds, n): for accuracy, the right-or-wrong array."""
+        return self.metric.terms(self.stats, self.classes)
 
 
 @dataclass(frozen=True)
@@ -78,10 +113,6 @@ class _Resamples:
     draws each example, divided by ``n`` (resamples x n)."""
 
     weights: np.ndarray
-
-    def draws(self, rows: np.ndarray) -> np.ndarray:
-        """The mean correctness of ``rows`` on each resample: over the drawn examples and every seed."""
-        return self.weights @ rows.mean(axis=0)
 
 
 def _interval(estimate: float, draws: np.ndarray, level: float, terms: np.ndarray) -> Interval:
@@ -113,32 +144,38 @@ def _resamples(n: int, resamples: int, seed: int) -> _Resamples:
     return _Resamples(counts / n)
 
 
-def accuracy_interval(correct: np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
-                      seed: int = 0) -> Interval:
-    """Accuracy (the mean of ``correct``) with its interval over test examples and, for a (seeds, n) array, over
-    seeds too."""
-    rows = _rows(correct)
-    return _interval(float(rows.mean()), _resamples(rows.shape[1], resamples, seed).draws(rows), level, rows)
+def metric_interval(evidence: Scored | np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
+                    seed: int = 0) -> Interval:
+    """A model's metric (accuracy for a right-or-wrong array: its mean) with its interval over test examples and,
+    for several seeds, over seeds too."""
+    scored = Scored.of(evidence)
+    drawn = _resamples(scored.shape[1], resamples, seed)
+    return _interval(scored.value(), scored.draws(drawn), level, scored.terms())
 
 
-def _checked_pair(a_rows: np.ndarray, b_rows: np.ndarray) -> None:
-    if a_rows.shape[1] != b_rows.shape[1]:
-        raise ValueError(f"paired intervals need the same test examples, got {a_rows.shape[1]} and {b_rows.shape[1]}")
-    if a_rows.shape[0] != b_rows.shape[0] and 1 not in (a_rows.shape[0], b_rows.shape[0]):
+accuracy_interval = metric_interval
+
+
+def _checked_pair(a: Scored, b: Scored) -> None:
+    (a_seeds, a_n), (b_seeds, b_n) = a.shape, b.shape
+    if a_n != b_n:
+        raise ValueError(f"paired intervals need the same test examples, got {a_n} and {b_n}")
+    if a_seeds != b_seeds and 1 not in (a_seeds, b_seeds):
         # Seeds pair position by position; with 2 seeds against 3 some would have no partner.
-        raise ValueError(f"paired intervals need the same seeds or one run, got {a_rows.shape[0]} and "
-                         f"{b_rows.shape[0]}")
+        raise ValueError(f"paired intervals need the same seeds or one run, got {a_seeds} and {b_seeds}")
+    if a.metric != b.metric:
+        raise ValueError(f"paired intervals need one metric, got {a.metric.name} and {b.metric.name}")
 
 
-def _difference(a: np.ndarray, b: np.ndarray, drawn: _Resamples, level: float) -> Interval:
-    # seed position by seed position (one run pairs with every seed)
-    return _interval(float(a.mean() - b.mean()), drawn.draws(a) - drawn.draws(b), level, a - b)
+def _difference_parts(a: Scored, b: Scored, drawn: _Resamples) -> tuple[float, np.ndarray, np.ndarray]:
+    """The difference, its resamples and its terms: seed position by seed position (one run pairs with every seed)."""
+    return a.value() - b.value(), a.draws(drawn) - b.draws(drawn), a.terms() - b.terms()
 
 
-def _difference_p(a: np.ndarray, b: np.ndarray, drawn: _Resamples) -> float:
-    """The p-value of "no difference" that :func:`_difference`'s intervals imply: the smallest ``1 - level`` at
-    which the interval leaves out 0 (found by bisection to 1e-4; 1 when none does, 1e-6 at the least)."""
-    estimate, draws, terms = float(a.mean() - b.mean()), drawn.draws(a) - drawn.draws(b), a - b
+def _difference_p(estimate: float, draws: np.ndarray, terms: np.ndarray) -> float:
+    """The p-value of "no difference" that a difference's intervals imply (its :func:`_difference_parts`): the
+    smallest ``1 - level`` at which the interval leaves out 0 (found by bisection to 1e-4; 1 when none does, 1e-6 at
+    the least)."""
     if estimate == 0:
         return 1.0
 
@@ -169,13 +206,14 @@ def holm(p_values: dict[tuple[str, str], float], alpha: float = 1 - LEVEL) -> se
     return rejected
 
 
-def difference_interval(a: np.ndarray, b: np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
+def difference_interval(a: Scored | np.ndarray, b: Scored | np.ndarray, *, resamples: int = RESAMPLES, level: float = LEVEL,
                         seed: int = 0) -> Interval:
-    """Accuracy of ``a`` minus accuracy of ``b`` on the same test examples, with its paired interval."""
+    """The metric of ``a`` minus that of ``b`` (accuracy for right-or-wrong arrays) on the same test examples, with
+    its paired interval."""
     return difference_intervals({"a": a, "b": b}, resamples=resamples, level=level, seed=seed)[("a", "b")]
 
 
-def difference_intervals(correct: dict[str, np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
+def difference_intervals(correct: dict[str, Scored | np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
                          seed: int = 0) -> dict[tuple[str, str], Interval]:
     """:func:`difference_interval` of every two models of ``correct`` (``a`` before ``b`` in its order), on one
     set of resampled examples."""
@@ -183,32 +221,36 @@ def difference_intervals(correct: dict[str, np.ndarray], *, resamples: int = RES
             difference_tests(correct, resamples=resamples, level=level, seed=seed).items()}
 
 
-def difference_tests(correct: dict[str, np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
+def difference_tests(correct: dict[str, Scored | np.ndarray], *, resamples: int = RESAMPLES, level: float = LEVEL,
                      seed: int = 0) -> dict[tuple[str, str], tuple[Interval, float]]:
     """Every two models' difference with its interval (:func:`difference_intervals`) and the p-value of "no
     difference" the intervals imply (for :func:`holm`)."""
-    rows = {name: _rows(c) for name, c in correct.items()}
-    for a, b in itertools.combinations(rows.values(), 2):
+    scored = {name: Scored.of(c) for name, c in correct.items()}
+    for a, b in itertools.combinations(scored.values(), 2):
         _checked_pair(a, b)
-    if not rows:
+    if not scored:
         return {}
-    drawn = _resamples(next(iter(rows.values())).shape[1], resamples, seed)
-    return {(a, b): (_difference(rows[a], rows[b], drawn, level), _difference_p(rows[a], rows[b], drawn))
-            for a, b in itertools.combinations(rows, 2)}
+    drawn = _resamples(next(iter(scored.values())).shape[1], resamples, seed)
+    tests = {}
+    for a, b in itertools.combinations(scored, 2):
+        parts = _difference_parts(scored[a], scored[b], drawn)
+        tests[(a, b)] = (_interval(*parts[:2], level, parts[2]), _difference_p(*parts))
+    return tests
 
 
-def retention_interval(student: np.ndarray, teacher: np.ndarray, *, resamples: int = RESAMPLES,
+def retention_interval(student: Scored | np.ndarray, teacher: Scored | np.ndarray, *, resamples: int = RESAMPLES,
                        level: float = LEVEL, seed: int = 0) -> Interval:
-    """The student's accuracy as a fraction of the teacher's on the same test examples, with its paired interval
-    (the student may have several seeds; the teacher is usually one model)."""
-    s_rows, t_rows = _rows(student), _rows(teacher)
-    _checked_pair(s_rows, t_rows)
-    if not t_rows.mean() > 0:
-        raise ValueError("retention needs a teacher with some correct answers")
-    drawn = _resamples(s_rows.shape[1], resamples, seed)
-    ratio = float(s_rows.mean() / t_rows.mean())
-    return _interval(ratio, drawn.draws(s_rows) / np.maximum(drawn.draws(t_rows), 1e-12), level,
-                     (s_rows - ratio * t_rows) / t_rows.mean())
+    """The student's metric (accuracy for right-or-wrong arrays) as a fraction of the teacher's on the same test
+    examples, with its paired interval (the student may have several seeds; the teacher is usually one model)."""
+    s, t = Scored.of(student), Scored.of(teacher)
+    _checked_pair(s, t)
+    teacher_value = t.value()
+    if not teacher_value > 0:
+        raise ValueError(f"retention needs a teacher whose {t.metric.title} is above 0, got {teacher_value:.4f}")
+    drawn = _resamples(s.shape[1], resamples, seed)
+    ratio = s.value() / teacher_value
+    return _interval(ratio, s.draws(drawn) / np.maximum(t.draws(drawn), 1e-12), level,
+                     (s.terms() - ratio * t.terms()) / teacher_value)
 
 
 def retention_resolution(n: int, teacher_accuracy: float, retention: float, disagreement: float,
