@@ -1,7 +1,8 @@
 """A model's answers on the test split, example by example: what makes paired statistics possible.
 
 Every run keeps its test predictions in ``predictions.safetensors`` (``predicted``: the label it answered, int64;
-``logits``: examples x classes, float32; ``labels``: the gold labels, int64), in the split's own order, so two
+``logits``: examples x classes, float32; ``labels``: the gold labels, int64; a regression's ``predicted`` and
+``labels`` are its values, float32, and its ``logits`` one column), in the split's own order, so two
 models of one comparison are scored on the same sentences: the teacher against a student, one student against
 another, seed after seed. The run record keeps the file's SHA-256; a comparison reads the file only when it still
 matches. Its dev predictions go beside them, in ``dev_predictions.safetensors``, and where its task holds training
@@ -18,6 +19,7 @@ import numpy as np
 
 from compress.errors import CompressError
 from compress.metrics import Metrics
+from compress.task_metrics import TaskMetric
 
 PREDICTIONS_FILE = "predictions.safetensors"
 FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors", "select": "select_predictions.safetensors"}
@@ -27,8 +29,8 @@ FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors", "select
 class Predictions:
     """Logits and gold labels of one model on one split, in the split's order."""
 
-    logits: np.ndarray    # (examples, classes)
-    labels: np.ndarray    # (examples,)
+    logits: np.ndarray    # (examples, classes); a regression's (examples, 1)
+    labels: np.ndarray    # (examples,): class ids, or a regression's targets
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 2 or self.labels.shape != (self.logits.shape[0],):
@@ -39,19 +41,33 @@ class Predictions:
     def of(cls, logits, labels) -> Predictions:
         """From torch tensors or numpy arrays."""
         as_array = (lambda x: x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x))
-        return cls(as_array(logits).astype(np.float32), as_array(labels).astype(np.int64))
+        logits = as_array(logits).astype(np.float32)
+        return cls(logits, as_array(labels).astype(np.float32 if logits.shape[-1] == 1 else np.int64))
+
+    @property
+    def regression(self) -> bool:
+        return self.logits.shape[-1] == 1
+
+    @property
+    def outputs(self) -> np.ndarray:
+        """What the model answered: the class with the largest logit, or a regression's value."""
+        return self.logits[:, 0] if self.regression else self.logits.argmax(-1)
 
     @property
     def correct(self) -> np.ndarray:
         """Whether each example was answered right (bool, one per example)."""
         return self.logits.argmax(-1) == self.labels
 
+    def statistics(self, metric: TaskMetric) -> np.ndarray:
+        """Each example's statistics of ``metric`` (:mod:`compress.task_metrics`), (examples, k)."""
+        return metric.statistics(self.outputs, self.labels, self.logits.shape[-1])
+
     def metrics(self) -> Metrics:
         import torch
 
-        from compress.metrics import classification_metrics
+        from compress.metrics import metrics_of
 
-        return classification_metrics(torch.from_numpy(self.logits), torch.from_numpy(self.labels))
+        return metrics_of(torch.from_numpy(self.logits), torch.from_numpy(self.labels))
 
 
 def save_predictions(predictions: Predictions, directory: Path, split: str = "test") -> str:
@@ -59,7 +75,7 @@ def save_predictions(predictions: Predictions, directory: Path, split: str = "te
     keeps it)."""
     from safetensors.numpy import save
 
-    data = save({"predicted": predictions.logits.argmax(-1).astype(np.int64),
+    data = save({"predicted": predictions.outputs.astype(np.float32 if predictions.regression else np.int64),
                  "logits": np.ascontiguousarray(predictions.logits),
                  "labels": np.ascontiguousarray(predictions.labels)})
     (directory / FILES[split]).write_bytes(data)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from compress.task_metrics import METRICS
+
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
 PRECISION_NAMES = ("fp32", "bf16", "fp16")
 # What a run may ask for: a precision, or ``auto``: on a device that computes bf16 natively, each training stage
@@ -36,7 +38,8 @@ class TrainConfig:
     seed: int = DEFAULT_SEED
     patience: int | None = None      # stop after this many epochs without a better dev score
     eval_batch_size: int = 128
-    metric: str = "accuracy"         # dev metric that picks the best epoch: accuracy, macro_f1 or loss (minimised)
+    metric: str = "accuracy"         # dev metric that picks the best epoch: a task metric (a regression stage asked
+                                     # for a classification one uses Pearson) or loss (minimised)
     layer_decay: float = 1.0         # layer-wise lr decay: layer l of L learns at lr * layer_decay ** (L + 1 - l)
     precision: str = "fp32"          # fp32, bf16 / fp16 autocast for the forward pass, or auto (measured per stage)
     stop_below: float | None = None  # stop once the dev metric cannot reach this in the epochs left (a search's bar)
@@ -52,8 +55,8 @@ class TrainConfig:
             raise ValueError(f"patience must be a positive integer, got {self.patience}.")
         if not 0 < self.layer_decay <= 1:
             raise ValueError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
-        if self.metric not in ("accuracy", "macro_f1", "loss"):
-            raise ValueError(f"metric must be accuracy, macro_f1 or loss, got {self.metric!r}.")
+        if self.metric != "loss" and self.metric not in METRICS:
+            raise ValueError(f"metric must be loss or one of {', '.join(METRICS)}, got {self.metric!r}.")
         if self.precision not in PRECISION_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got {self.precision!r}.")
 
@@ -98,3 +101,4 @@ class TrainSettings:
     patience: int | None = None
     precision: str = "fp32"
     stop_below: float | None = None   # a search's bar on dev accuracy (TrainConfig.stop_below)
+    metric: str = "accuracy"          # the dev metric that picks each stage's best epoch (TrainConfig.metric)

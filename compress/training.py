@@ -28,7 +28,8 @@ from torch import nn
 
 from compress.distributed import World, all_gather, all_sum, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
-from compress.metrics import Metrics, classification_metrics
+from compress.metrics import Metrics, metrics_of
+from compress.task_metrics import default_metric
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
@@ -223,9 +224,30 @@ def no_better_than_majority(accuracy: float, labels: torch.Tensor) -> float | No
     return majority if accuracy <= majority + math.sqrt(majority * (1 - majority) / n) else None
 
 
+def stage_metric(metric: str, dev: dict[str, float]) -> str:
+    """The dev metric that picks a stage's best epoch: ``metric``, or where it does not score the task (a
+    classification metric of a regression stage: the default of every TrainConfig) the task's default metric."""
+    if metric in dev:
+        return metric
+    return default_metric(regression="pearson" in dev).name
+
+
+def not_learning(dev: dict[str, float], labels: torch.Tensor) -> str | None:
+    """What says a model has learned nothing, or None: a classifier's dev accuracy no better than the majority class
+    (:func:`no_better_than_majority`), a regression's dev Pearson correlation within two standard errors of 0
+    (|r| <= 2 / sqrt(n), as a constant or random output gives)."""
+    if "pearson" in dev:
+        bound = 2 / math.sqrt(max(len(labels), 1))
+        return (f"dev Pearson correlation is {dev['pearson']:.4f}, no further from 0 than {bound:.4f} (two standard "
+                "errors)") if abs(dev["pearson"]) <= bound else None
+    majority = no_better_than_majority(dev["accuracy"], labels)
+    return (f"dev accuracy is {dev['accuracy']:.4f}, no better than always answering the most frequent class "
+            f"({majority:.4f})") if majority is not None else None
+
+
 def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, collective: bool = False) -> Metrics:
     """Metrics of ``model`` on ``batches`` (shared out over the ranks of a data-parallel run if ``collective``)."""
-    return classification_metrics(*predict(model, batches, device, collective))
+    return metrics_of(*predict(model, batches, device, collective))
 
 
 def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:
@@ -440,18 +462,17 @@ def train_stage(
                 dev = evaluate_fn()
             else:
                 logits, labels = predict(model, dev_batches(), device, collective=True)
-                dev = classification_metrics(logits, labels).to_dict()
-                majority = no_better_than_majority(dev["accuracy"], labels) if epoch == 0 else None
-                if majority is not None:
+                dev = metrics_of(logits, labels).present()
+                unlearned = not_learning(dev, labels) if epoch == 0 else None
+                if unlearned is not None:
                     result.warnings.append(
-                        f"{name}: dev accuracy after the first epoch is {dev['accuracy']:.4f}, no better than "
-                        f"always answering the most frequent class ({majority:.4f}): the model has not started "
-                        "to learn; read the log, and give it more epochs or another learning rate.")
+                        f"{name}: {unlearned} after the first epoch: the model has not started to learn; read the "
+                        "log, and give it more epochs or another learning rate.")
                     say(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
                     if log is not None:
                         log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1,
                                               "message": result.warnings[-1]}) + "\n")
-            score = -dev["loss"] if config.metric == "loss" else dev[config.metric]
+            score = -dev["loss"] if config.metric == "loss" else dev[stage_metric(config.metric, dev)]
             record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev}
             result.history.append(record)
             if log is not None:
@@ -468,7 +489,8 @@ def train_stage(
             reason = None
             if config.patience is not None and bad_epochs >= config.patience:
                 reason = "patience"
-            elif (below := out_of_reach(config, [float(r[config.metric]) for r in result.history], epoch + 1)):
+            elif (below := out_of_reach(config, [float(r[stage_metric(config.metric, r)]) for r in result.history],
+                                        epoch + 1)):
                 reason = "bar"
                 say(f"{escape(name)}: {escape(below)}; stopping")
             if reason is not None:

@@ -316,7 +316,7 @@ def test_unparseable_json(tmp_path: Path) -> None:
     [
         ([["a", "pos", "train"], ["b", "neg", "holdout"]], "split 'holdout'"),
         ([["a", "", "train"], ["b", "neg", "train"]], "row 1 of bad.csv has no label"),
-        ([["a", "0.5", "train"], ["b", "1", "train"]], "non-integer label 0.5"),
+        ([["a", "0.5", "train"], ["b", "pos", "train"]], "holds both numbers ('0.5') and words ('pos')"),
         ([["a", "pos", "test"], ["b", "neg", "test"]], "no 'train' rows"),
     ],
 )

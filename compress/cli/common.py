@@ -26,6 +26,9 @@ TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning 
 TEACHER_LAYER_DECAY = typer.Option(None, help="Layer-wise lr decay of teacher fine-tuning (default 0.8; 1 for a "
                                               "teacher with random weights, which learns in every layer).")
 DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
+METRIC = typer.Option(None, help="The task's metric: accuracy, macro_f1, f1 (the positive class of two), mcc "
+                                 "(Matthews), pearson or spearman (regression); it picks every epoch and is what "
+                                 "retention and the intervals are of (default: accuracy, or pearson for a regression).")
 SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
                                         "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
                                         "the int8 formats run on the CPU only).")

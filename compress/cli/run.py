@@ -11,11 +11,19 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from compress.cli.common import PRECISION, SPEED_DEVICE, TEACHER_LAYER_DECAY, console, print_json, teacher_finetune
+from compress.cli.common import (
+    METRIC,
+    PRECISION,
+    SPEED_DEVICE,
+    TEACHER_LAYER_DECAY,
+    console,
+    print_json,
+    teacher_finetune,
+)
 from compress.cli.method_flags import SET_OPTION, given_options, with_method_flags
 from compress.data.named import DEFAULT_DATASET
 from compress.registry import get_method, names
-from compress.reports.records import RunRecord
+from compress.reports.records import RunRecord, score_text
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_EVERY, DEFAULT_SEED
 
@@ -27,7 +35,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None,
          teacher_layer_decay: float | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
-         checkpoint_every: int, speed_device: str, **flags: Any) -> None:
+         checkpoint_every: int, speed_device: str, metric: str | None, **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
     methods from the registry."""
     from compress.runs.config import RunConfig
@@ -40,7 +48,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
-        checkpoint_every=checkpoint_every, speed_device=speed_device,
+        checkpoint_every=checkpoint_every, speed_device=speed_device, metric=metric,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size, teacher_layer_decay),
     )
     result = run_method(config, show_progress=not as_json)
@@ -87,6 +95,7 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("device", str, O("auto", help="Where it trains: auto, cpu or cuda.")),
         ("speed_device", str, SPEED_DEVICE),
         ("precision", str, PRECISION),
+        ("metric", str | None, METRIC),
         ("checkpoint_every", int, O(DEFAULT_EVERY, help="Steps between checkpoints of unfinished training, besides "
                                                      "every epoch end (0: epoch ends only); rerunning an "
                                                      "interrupted command continues from the last one.")),
@@ -122,8 +131,8 @@ def _summary(record: RunRecord, directory) -> None:
     what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(
         f"[bold]{escape(record.method)}[/]: teacher {t.params / 1e6:.1f}M params, {t.size_bytes / 1e6:.1f} MB, test "
-        f"accuracy {t.accuracy:.4f}; student {what}, {s.size_bytes / 1e6:.1f} MB "
-        f"({record.ratios['size_bytes']:.2f}x smaller), test accuracy {s.accuracy:.4f}; "
+        f"{score_text(t)}; student {what}, {s.size_bytes / 1e6:.1f} MB "
+        f"({record.ratios['size_bytes']:.2f}x smaller), test {score_text(s)}; "
         f"retention [bold]{record.retention:.1%}[/]"
     )
     if record.details is not None:

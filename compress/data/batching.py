@@ -182,7 +182,7 @@ class DynamicPaddingCollator:
 
     Returns ``input_ids`` (padded with ``pad_token_id``), ``attention_mask`` and
     ``token_type_ids`` (padded with 0), all ``long`` tensors of shape ``[batch, length]``, and
-    ``labels`` (``long``, ``[batch]``) when the examples have labels. ``length`` is rounded up
+    ``labels`` (``long``, ``[batch]``; a regression's ``float32``) when the examples have labels. ``length`` is rounded up
     to a multiple of ``pad_to_multiple_of`` when set. Missing ``token_type_ids`` are zeros.
     """
 
@@ -207,7 +207,9 @@ class DynamicPaddingCollator:
             if types is not None:
                 batch["token_type_ids"][row, :n] = torch.as_tensor(types, dtype=torch.long)
         if all("labels" in f for f in features):
-            batch["labels"] = torch.as_tensor([int(f["labels"]) for f in features], dtype=torch.long)
+            labels = [f["labels"] for f in features]    # class ids, or a regression's targets (floats)
+            batch["labels"] = torch.as_tensor(labels, dtype=torch.float32) if isinstance(labels[0], float) else \
+                torch.as_tensor([int(label) for label in labels], dtype=torch.long)
         return batch
 
 

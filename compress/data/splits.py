@@ -30,6 +30,8 @@ SELECT = "select"
 
 SPLIT_PROPORTIONS: dict[str, float] = {"train": 0.8, "dev": 0.1, "test": 0.1}
 """Share of each label that goes to each split when compress makes the split itself."""
+SCORE_STRATA = 10
+"""A regression's split is stratified by the decile of its target (:func:`score_strata`)."""
 
 SPLIT_SEED: int = 13
 """Seed of the stratified split; changing it changes every fingerprint."""
@@ -96,20 +98,31 @@ def stratified_split(
     return parts
 
 
+def score_strata(scores: Sequence[float], strata: int = SCORE_STRATA) -> list[int]:
+    """The stratum of each regression target: its decile (``strata`` groups of equal size by rank, ties broken by
+    position), so a split stratified by it keeps the targets' distribution in every part as a label's share is kept."""
+    order = np.argsort(np.asarray(scores, dtype=np.float64), kind="stable")
+    strata_of = np.empty(len(order), dtype=np.int64)
+    strata_of[order] = np.arange(len(order)) * strata // max(len(order), 1)
+    return strata_of.tolist()
+
+
 def assign_splits(
     labels: Sequence[int],
     given: Sequence[str | None] | None,
     where: str,
     seed: int = SPLIT_SEED,
+    by: str = "label",
 ) -> tuple[dict[str, list[int]], str]:
     """Decide the train/dev/test positions, honouring splits the data already names.
 
     Args:
-        labels: label id per row.
+        labels: label id per row (a regression's: its :func:`score_strata`).
         given: split name per row (``train``/``dev``/``test``) from a ``split`` column, from
             separate files or from a hub dataset; ``None`` to make the whole split here.
         where: what the rows are, for error messages.
         seed: split seed (:data:`SPLIT_SEED`).
+        by: what ``labels`` are, for the description (``label``, ``score decile``).
 
     Without ``given`` the rows are split 80/10/10 (stratified, seeded). With ``given``, the
     named splits are kept; a missing dev or test split is carved out of train with the same
@@ -120,7 +133,7 @@ def assign_splits(
     """
     if given is None:
         parts = stratified_split(labels, SPLIT_PROPORTIONS, seed)
-        method = f"stratified by label, {_proportions_text()}, seed {seed}"
+        method = f"stratified by {by}, {_proportions_text()}, seed {seed}"
     else:
         present = {name: [i for i, s in enumerate(given) if s == name] for name in SPLIT_NAMES}
         if not present["train"]:
@@ -142,7 +155,7 @@ def assign_splits(
             for name, positions in carved.items():
                 parts[name] = [train_positions[i] for i in positions]
             method = (
-                f"as given by the data; {' and '.join(missing)} carved from train (stratified by label, seed {seed})"
+                f"as given by the data; {' and '.join(missing)} carved from train (stratified by {by}, seed {seed})"
             )
     for name in SPLIT_NAMES:
         if not parts.get(name):

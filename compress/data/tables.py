@@ -117,10 +117,11 @@ def map_labels(
         class_names: names from a :class:`datasets.ClassLabel` column, if it is one.
 
     Returns:
-        ``(label ids, label names, where the mapping came from)``.
+        ``(label ids, label names, where the mapping came from)``; a column of numbers with a fraction among them
+        is a regression's targets: ``(the numbers, [], ...)``.
 
     Raises:
-        CompressError: a missing label, a non-integer number, or fewer than two classes.
+        CompressError: a missing label, numbers and words in one column, fewer than two classes.
     """
     for row, value in enumerate(values, start=1):
         if (
@@ -145,12 +146,8 @@ def map_labels(
         ids = [int(v) for v in values]  # type: ignore[call-overload]
         source = f"class names of the ClassLabel column '{column}'"
     elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        for row, value in enumerate(values, start=1):
-            if isinstance(value, float) and not value.is_integer():
-                raise CompressError(
-                    f"row {row} of {where} has the non-integer label {value} in column '{column}'; "
-                    "compress trains classifiers, so give class labels (integers or strings)."
-                )
+        if any(isinstance(v, float) and not v.is_integer() for v in values):
+            return [float(v) for v in values], [], f"numbers of column '{column}', the targets of a regression"  # type: ignore[arg-type]
         ints = [int(v) for v in values]  # type: ignore[call-overload]
         classes = sorted(set(ints))
         names = [str(c) for c in classes]
@@ -163,6 +160,12 @@ def map_labels(
             source = f"integer labels of column '{column}' mapped to ids in sorted order ({_mapping_text(names)})"
     else:
         strings = [str(v).strip() for v in values]
+        numbers = [s for s in strings if _is_number(s)]
+        if numbers and len(numbers) < len(strings):
+            word = next(s for s in strings if not _is_number(s))
+            raise CompressError(
+                f"label column '{column}' of {where} holds both numbers ({numbers[0]!r}) and words ({word!r}); give "
+                "class names, or numbers only for a regression.")
         names = sorted(set(strings))
         index = {name: i for i, name in enumerate(names)}
         ids = [index[s] for s in strings]
@@ -175,6 +178,14 @@ def map_labels(
             "needs at least two, so check the label column (--label-column)."
         )
     return ids, names, source
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def task_from_tables(
@@ -233,6 +244,7 @@ def task_from_tables(
         source=source,
         given_splits=given or None,
         where=where,
+        regression=not names,
     )
 
 

@@ -1,10 +1,11 @@
-"""`TaskData`: one loaded classification task, and the function that assembles it from rows.
+"""`TaskData`: one loaded task (classification or regression), and the function that assembles it from rows.
 
 Whatever the source (a named dataset, a local file, a hub dataset), a task ends up as the
 same small object: train/dev/test splits as a :class:`datasets.DatasetDict` with columns
 ``id`` (str), ``text`` (str), optionally ``text_pair`` (str), and ``label`` (a
-:class:`datasets.ClassLabel` carrying the label names), plus where the labels and the split
-came from and the split fingerprint (:func:`compress.data.splits.split_fingerprint`).
+:class:`datasets.ClassLabel` carrying the label names, or a float32 value: the target of a regression task),
+plus where the labels and the split came from and the split fingerprint
+(:func:`compress.data.splits.split_fingerprint`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from compress.data.splits import (
     SPLIT_PROPORTIONS,
     SPLIT_SEED,
     assign_splits,
+    score_strata,
     split_fingerprint,
     stratified_split,
 )
@@ -44,11 +46,11 @@ class SplitInfo:
 
 @dataclass
 class TaskData:
-    """A classification task ready for training: named splits, label names, provenance.
+    """A task ready for training: named splits, label names (none for a regression), provenance.
 
     Attributes:
         name: dataset name (``mr``), file name, or ``hf:NAME[:CONFIG]``.
-        label_names: label id -> name (``label_names[i]`` is the name of label ``i``).
+        label_names: label id -> name (``label_names[i]`` is the name of label ``i``); empty for a regression.
         splits: ``train``/``dev``/``test`` with columns ``id``, ``text``, [``text_pair``], ``label``.
         label_source: where the label mapping came from, in one sentence.
         source: where the examples came from (pinned archive, file path, hub id).
@@ -82,9 +84,19 @@ class TaskData:
         return (*SPLIT_NAMES, SELECT) if SELECT in self.splits else SPLIT_NAMES
 
     @property
+    def regression(self) -> bool:
+        """Whether the labels are numbers to predict (a float32 ``label`` column) rather than classes."""
+        return not isinstance(self.splits["train"].features["label"], datasets.ClassLabel)
+
+    @property
     def num_labels(self) -> int:
-        """Number of classes."""
-        return len(self.label_names)
+        """Number of classes; 1 for a regression (the head's one output)."""
+        return 1 if self.regression else len(self.label_names)
+
+    def strata(self, split: str) -> list[int]:
+        """What a split of ``split`` is stratified by: the label, or a regression target's decile."""
+        labels = self.splits[split]["label"]
+        return score_strata(labels) if self.regression else labels
 
     @property
     def has_pairs(self) -> bool:
@@ -180,10 +192,12 @@ class TaskData:
         train = self.splits["train"]
         if size < 1 or SELECT in self.splits:
             return self
-        labels = train["label"]
+        labels = self.strata("train")
         counts = {label: labels.count(label) for label in set(labels)}
         share = size / len(train)
-        short = [self.label_names[label] for label, n in counts.items() if not 1 <= round(n * share) < n]
+        name = (lambda stratum: f"decile {stratum + 1} of the target") if self.regression else \
+            (lambda label: self.label_names[label])
+        short = [name(label) for label, n in counts.items() if not 1 <= round(n * share) < n]
         if short:
             raise CompressError(
                 f"holding {size:,} of {len(train):,} training examples out to select on would leave no training "
@@ -225,19 +239,21 @@ def build_task(
     name: str,
     ids: Sequence[str],
     texts: Sequence[str],
-    labels: Sequence[int],
+    labels: Sequence[int] | Sequence[float],
     label_names: Sequence[str],
     label_source: str,
     source: str,
     text_pairs: Sequence[str] | None = None,
     given_splits: Sequence[str | None] | None = None,
     where: str | None = None,
+    regression: bool = False,
 ) -> TaskData:
     """Assemble a :class:`TaskData` from parallel columns, making the split when needed.
 
     Args:
         ids, texts, labels, text_pairs: one entry per example; ids must be unique.
-        label_names: label id -> name.
+        label_names: label id -> name (none for a regression).
+        regression: the labels are numbers to predict; the split is stratified by their deciles.
         given_splits: split name per example when the data names them, else ``None`` for the
             fixed stratified 80/10/10 split (seed :data:`~compress.data.splits.SPLIT_SEED`).
         where: what the examples are, for error messages (default: ``name``).
@@ -249,7 +265,10 @@ def build_task(
         raise CompressError(
             f"{where} has the example id '{duplicate}' more than once; make the ids unique or drop the id column."
         )
-    positions, method = assign_splits(labels, given_splits, where)
+    if regression:
+        positions, method = assign_splits(score_strata(labels), given_splits, where, by="score decile")
+    else:
+        positions, method = assign_splits(labels, given_splits, where)
     compress_split = given_splits is None or "carved" in method
     features = {
         "id": datasets.Value("string"),
@@ -257,7 +276,7 @@ def build_task(
     }
     if text_pairs is not None:
         features["text_pair"] = datasets.Value("string")
-    features["label"] = datasets.ClassLabel(names=list(label_names))
+    features["label"] = datasets.Value("float32") if regression else datasets.ClassLabel(names=list(label_names))
     splits = {}
     for split_name in SPLIT_NAMES:
         rows = positions[split_name]
@@ -269,6 +288,9 @@ def build_task(
             columns["text_pair"] = [text_pairs[i] for i in rows]
         columns["label"] = [labels[i] for i in rows]
         splits[split_name] = datasets.Dataset.from_dict(columns, features=datasets.Features(features))
+    if regression and len(set(splits["train"]["label"])) < 2:
+        raise CompressError(f"the regression target of {where} is the same number on every training row; there is "
+                            "nothing to learn, so check the label column (--label-column).")
     return TaskData(
         name=name,
         label_names=list(label_names),

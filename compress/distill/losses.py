@@ -12,6 +12,9 @@ Conventions shared by every loss here:
   A batch with no real token gives a loss of 0 (the denominator is clamped to 1).
 - fp16/bf16 inputs are computed in fp32; the result is a 0-dim tensor.
 - Shape errors are ``ValueError`` with one sentence.
+- A regression's head has one output (C = 1), where a softmax is constant: every logits loss (``kd_kl``,
+  ``soft_ce``, ``hard_ce``) is then the mean squared error, with the teacher's output as the target (as TinyBERT
+  distils STS-B) or the gold value; the temperature does not apply (:func:`regression_mse`).
 
 Attention heads: when student and teacher have different head counts, the attention losses average
 each side over its heads first and compare the two mean attention maps (one "head" each); when the
@@ -64,6 +67,12 @@ def _check_logits(name: str, student: torch.Tensor, teacher: torch.Tensor) -> No
             f"{name} needs student and teacher logits of the same shape (B, C), "
             f"got {tuple(student.shape)} and {tuple(teacher.shape)}."
         )
+
+
+def regression_mse(student: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The logits losses of a one-output (regression) head: ``mean((student[:, 0] - target)^2)``, with ``target``
+    the teacher's output (B, 1) or the gold values (B,)."""
+    return F.mse_loss(_compute_dtype(student)[:, 0], _compute_dtype(target.detach()).reshape(-1))
 
 
 def _token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, device: torch.device) -> torch.Tensor:
@@ -159,6 +168,8 @@ def kd_kl(
     """
     _check_temperature(temperature)
     _check_logits("kd_kl", student_logits, teacher_logits)
+    if student_logits.shape[-1] == 1:
+        return regression_mse(student_logits, teacher_logits)
     log_q = F.log_softmax(_compute_dtype(student_logits) / temperature, dim=-1)
     p = F.softmax(_compute_dtype(teacher_logits.detach()) / temperature, dim=-1)
     # xlogy(0, 0) = 0, so a teacher probability that underflowed to 0 contributes nothing.
@@ -177,6 +188,8 @@ def soft_ce(student_logits: torch.Tensor, teacher_logits: torch.Tensor, *, tempe
     """
     _check_temperature(temperature)
     _check_logits("soft_ce", student_logits, teacher_logits)
+    if student_logits.shape[-1] == 1:
+        return regression_mse(student_logits, teacher_logits)
     log_q = F.log_softmax(_compute_dtype(student_logits) / temperature, dim=-1)
     p = F.softmax(_compute_dtype(teacher_logits.detach()) / temperature, dim=-1)
     return -(p * log_q).sum(dim=-1).mean()
@@ -188,13 +201,16 @@ def hard_ce(student_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         loss = (1/B') * sum_b -log_softmax(student)[b, labels[b]]
 
     Shapes: logits (B, C), labels (B,) integer class ids. Rows labelled -100 are ignored and B' is the
-    number of the other rows (PyTorch's ``ignore_index`` convention).
+    number of the other rows (PyTorch's ``ignore_index`` convention). A one-output head (a regression): the mean
+    squared error with the gold values.
     """
     if student_logits.dim() != 2 or labels.shape != student_logits.shape[:1]:
         raise ValueError(
             f"hard_ce needs logits (B, C) and labels (B,), got {tuple(student_logits.shape)} "
             f"and {tuple(labels.shape)}."
         )
+    if student_logits.shape[-1] == 1:
+        return regression_mse(student_logits, labels)
     return F.cross_entropy(_compute_dtype(student_logits), labels.long())
 
 

@@ -27,7 +27,7 @@ from compress.training import train_stage
 
 def stage_config(stage: Stage, settings: TrainSettings) -> TrainConfig:
     return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=settings.batch_size, seed=settings.seed,
-                       patience=settings.patience, metric="loss" if stage.select_on == "loss" else "accuracy",
+                       patience=settings.patience, metric="loss" if stage.select_on == "loss" else settings.metric,
                        precision=settings.precision, stop_below=settings.stop_below)
 
 

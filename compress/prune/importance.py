@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from compress.distill.losses import hard_ce
 from compress.models.encoder import Encoder, Gates
 from compress.training import Batch, model_inputs, to_device
 
@@ -49,7 +49,7 @@ class Importance:
 def _loss(model: Encoder, batch: Batch, target: str, gates: Gates | None = None) -> torch.Tensor:
     logits = model(**model_inputs(batch), gates=gates).logits
     labels = batch["labels"] if target == "labels" else batch["predicted"]
-    return F.cross_entropy(logits, labels)
+    return hard_ce(logits, labels)
 
 
 def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str = "cpu",
@@ -67,7 +67,8 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
     if target == "predictions":
         with torch.no_grad():
             for b in batches:
-                b["predicted"] = model(**model_inputs(b)).logits.argmax(-1)
+                logits = model(**model_inputs(b)).logits
+                b["predicted"] = logits[:, 0] if logits.shape[-1] == 1 else logits.argmax(-1)   # a regression's value
 
     head_gates = [torch.ones(config.heads_of(b), device=device, requires_grad=True)
                   for b in range(config.num_attention_blocks)]

@@ -41,6 +41,7 @@ from compress.reports.comparison_data import (
 from compress.reports.plots import render_plots, steps_stem
 from compress.reports.records import Section
 from compress.reports.verdicts import front_names, verdicts
+from compress.task_metrics import METRICS
 
 __all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
            "render_markdown", "render_summary", "validate_comparison", "write_comparison"]
@@ -179,7 +180,19 @@ def _warnings(comparison: ShownComparison) -> list[str]:
     return [f"⚠ {m.name}: {m.note}" for m in comparison.methods if m.note]
 
 
+def _verdicts(comparison: ShownComparison) -> list[str]:
+    return [in_metric(sentence, comparison) for sentence in verdicts(comparison)]
+
+
+def _headers(comparison: ShownComparison, headers: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(in_metric(header, comparison) for header in headers)
+
+
 def _notes(comparison: ShownComparison) -> tuple[str, ...]:
+    return tuple(in_metric(note, comparison) for note in _notes_of(comparison))
+
+
+def _notes_of(comparison: ShownComparison) -> tuple[str, ...]:
     notes = NOTES if not comparison.context.gpu else tuple(
         note.replace("on the CPU", f"on the GPU ({comparison.context.gpu}), each call synchronised")
         for note in NOTES)
@@ -265,13 +278,39 @@ def _title(comparison: ShownComparison) -> str:
     return title + (f" on {dataset}" if dataset else "")
 
 
-def _details(method: ShownMethod, seeds: int) -> list[str]:
-    """Kind, backend, dtype, run directory and, in a comparison of ``seeds`` seeds, each seed's accuracy of a
-    method, where recorded."""
+def metric_title(comparison: ShownComparison) -> str:
+    """The name of what the comparison's accuracy column, retention and differences are of (``accuracy``)."""
+    known = METRICS.get(comparison.context.metric)
+    return known.title if known is not None else comparison.context.metric
+
+
+def in_metric(text: str, comparison: ShownComparison) -> str:
+    """``text`` with "accuracy" worded as the comparison's metric (``Matthews``) where that is another."""
+    if comparison.context.metric == "accuracy":
+        return text
+    title = metric_title(comparison)
+    return text.replace("accuracy (%)", f"{title} (×100)").replace("Accuracy", title[:1].upper() + title[1:]) \
+        .replace("accuracies", f"{title} scores").replace("accuracy", title)
+
+
+def _also(model: ShownModel, comparison: ShownComparison) -> str | None:
+    """The metrics shown beside the comparison's own (``F1 86.1, accuracy 85.0``), seeds averaged."""
+    others = [(METRICS[name].title if name in METRICS else name, value)
+              for name, value in model.scores.items() if name != comparison.context.metric]
+    return ", ".join(f"{title} {100 * value:.1f}" for title, value in others) or None
+
+
+def _details(method: ShownMethod, seeds: int, comparison: ShownComparison) -> list[str]:
+    """Kind, backend, dtype, run directory, the metrics shown beside the comparison's and, in a comparison of
+    ``seeds`` seeds, each seed's score of a method, where recorded."""
     shown = (("kind", method.kind), ("backend", method.backend), ("dtype", method.dtype), ("run", method.run_dir))
     details = [f"{label} {value}" for label, value in shown if value]
+    if also := _also(method, comparison):
+        details.append(f"on the test split, {also} (×100)")
     if len(method.per_seed) > 1:
-        details.append("accuracy by seed " + ", ".join(f"{r.seed}: {_percent(r.accuracy)}%" for r in method.per_seed))
+        unit = "%" if comparison.context.metric == "accuracy" else ""
+        details.append(in_metric("accuracy", comparison) + " by seed "
+                       + ", ".join(f"{r.seed}: {_percent(r.accuracy)}{unit}" for r in method.per_seed))
     elif len(method.per_seed) == 1 and seeds > 1:
         details.append("one run for every seed: nothing in it depends on the seed")
     return details
@@ -362,9 +401,9 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     lines = [f"# {_md(_title(shown))}", ""]
     if _context_line(shown):
         lines += [_md(" · ".join(_context_line(shown))), ""]
-    if said := verdicts(shown):
+    if said := _verdicts(shown):
         lines += [_md(" ".join(said)), ""]
-    lines += _md_table(_rows(shown))
+    lines += _md_table(_rows(shown), _headers(shown, HEADERS))
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     warnings = _warnings(shown)
     lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []
@@ -372,12 +411,13 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     if shown.pipelines():
         lines += ["", "## What each step of a pipeline bought", ""]
         for pipeline in shown.pipelines():
-            lines += [f"### {_md(pipeline.method)}", "", *_md_table(_step_rows(shown, pipeline), STEP_HEADERS),
+            lines += [f"### {_md(pipeline.method)}", "",
+                      *_md_table(_step_rows(shown, pipeline), _headers(shown, STEP_HEADERS)),
                       "", f"![{_md(pipeline.method)}: each step]({steps_stem(pipeline)}.png)", ""]
     lines += ["", "## What each method changed", ""]
     for method, anchor in zip(shown.methods, _anchors(shown.methods)):
         lines += [f'<a id="{anchor}"></a>', "", f"### {_md(_display_name(method))} (`{method.method}`)", ""]
-        if details := _details(method, len(shown.context.seeds)):
+        if details := _details(method, len(shown.context.seeds), shown):
             lines += ["_" + _md(" · ".join(details)) + "_", ""]
         lines += [_md(_explanation(method)), ""]
         for section in method.sections:
@@ -436,7 +476,7 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if shown.context.created:
         made += f", {_md(shown.context.created)}"
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]
-    if said := verdicts(shown):
+    if said := _verdicts(shown):
         lines += [_md(" ".join(said)), ""]
     rows = _rows(shown)
     lines += _md_table([Row(row.short or row.name, None, row.cells) for row in rows])
@@ -531,7 +571,7 @@ def _html_figures(comparison: ShownComparison, plots: dict[str, bytes]) -> list[
 def _html_methods(comparison: ShownComparison) -> list[str]:
     out = []
     for method, anchor in zip(comparison.methods, _anchors(comparison.methods)):
-        details = html.escape(" · ".join(_details(method, len(comparison.context.seeds))))
+        details = html.escape(" · ".join(_details(method, len(comparison.context.seeds), comparison)))
         out.append(f'<section class="method" id="{anchor}">'
                    f"<h3>{html.escape(_display_name(method))} <code>{html.escape(method.method)}</code></h3>"
                    + (f'<p class="details">{details}</p>' if details else "")
@@ -565,8 +605,8 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
         f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(shown)))}</p>',
-        *(f'<p class="verdicts">{html.escape(" ".join(said))}</p>' for said in [verdicts(shown)] if said),
-        "<h2>Results</h2>", _html_table(_rows(shown)),
+        *(f'<p class="verdicts">{html.escape(" ".join(said))}</p>' for said in [_verdicts(shown)] if said),
+        "<h2>Results</h2>", _html_table(_rows(shown), _headers(shown, HEADERS)),
     ]
     parts += [f"<p>{html.escape(sentence)}</p>" for sentence in _front_sentences(shown)]
     parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(shown)]
@@ -578,7 +618,7 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
         parts.append("<h2>What each step of a pipeline bought</h2>")
         for pipeline in shown.pipelines():
             parts += [f"<h3>{html.escape(pipeline.method)}</h3>",
-                      _html_table(_step_rows(shown, pipeline), STEP_HEADERS, "steps"),
+                      _html_table(_step_rows(shown, pipeline), _headers(shown, STEP_HEADERS), "steps"),
                       _html_figure(plots.get(steps_stem(pipeline)), f"Bars of parameters, size, latency and accuracy "
                                    f"for the teacher and each step of {pipeline.method}.",
                                    "Left to right: the teacher, then each step; each bar as measured in this "

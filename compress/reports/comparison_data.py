@@ -153,6 +153,7 @@ class ShownModel:
     accuracy_interval: ShownInterval | None = None   # schema 3: over the test sentences (and seeds)
     latency_passes: tuple[tuple[float, ...], ...] = ()   # batch-1 latency in each round of each pass, ms; a
                                                          # schema 3 record before passes: its rounds as one
+    scores: dict[str, float] = field(default_factory=dict)   # the metric and those shown beside it, by name
 
     @property
     def latency_rounds(self) -> tuple[float, ...]:
@@ -166,7 +167,8 @@ class ShownModel:
             tuple(r for r in [_numbers(data.get("latency_rounds_ms"))] if r)
         return {key: number(data.get(key))
                 for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")} | {
-            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")), "latency_passes": rounds}
+            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")), "latency_passes": rounds,
+            "scores": {str(k): x for k, v in _object(data.get("scores")).items() if (x := number(v)) is not None}}
 
     @staticmethod
     def _components(data: dict[str, object]) -> dict[str, float | None] | None:
@@ -303,6 +305,7 @@ class ShownContext:
     time: dict[str, float] = field(default_factory=dict)   # seconds by phase (comparison.json's ``time``)
     speedup: str | None = None          # how speed-ups were computed (speed.speedup; None: per-round medians)
                                         # "passes": with their range over independent passes
+    metric: str = "accuracy"            # what every accuracy, retention and difference is of (comparison.metric)
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -319,6 +322,7 @@ class ShownContext:
                    if _object(data.get("speed")).get("speedup") == "passes" else None,
                    precision=_text(data.get("precision")),
                    speedup=_text(_object(data.get("speed")).get("speedup")),
+                   metric=_text(data.get("metric")) or "accuracy",
                    time={k: seconds for k, v in _object(data.get("time")).items()
                          if (seconds := number(v)) is not None})
 

@@ -30,7 +30,8 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
 
-comparison.json, schema version 3 (versions 1, without pipelines, and 2, one seed without intervals, are still
+comparison.json, schema version 3 (its ``metric`` and ``scores`` added later, read as accuracy and none where absent;
+versions 1, without pipelines, and 2, one seed without intervals, are still
 rendered): a :class:`Comparison`; its fields are described there and in :mod:`compress.reports.comparison`.
 """
 
@@ -76,13 +77,14 @@ class ModelRecord:
     params_by_component: dict[str, int]
     flops: int
     size_bytes: int
-    accuracy: float
-    macro_f1: float
+    accuracy: float | None                     # None: a regression (its scores hold its correlations)
+    macro_f1: float | None
     dev_accuracy: float | None = None          # the teacher's, from its fine-tuning
     layout: str | None = None                  # how the model is saved (bert, albert, onnxruntime-int8, ...)
     config: dict[str, Any] | None = None       # its EncoderConfig
     backend: str | None = None                 # quantized models: the runtime that runs it
     dtype: str | None = None                   # quantized models: the number format
+    scores: dict[str, float] | None = None     # every task metric on test (metrics.Metrics.scores; None: older)
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(asdict(self))
@@ -110,15 +112,16 @@ class ChainStep:
     params: int
     size_bytes: int
     flops: int
-    accuracy: float
-    macro_f1: float
+    accuracy: float | None
+    macro_f1: float | None
     latency_ms_p50: float
     throughput: float
+    scores: dict[str, float] | None = None     # every task metric on test (ModelRecord.scores; None: older)
 
     @classmethod
     def of(cls, step: str, run_dir: Path | str, model: ModelRecord, speed: Speed) -> ChainStep:
         return cls(step, str(run_dir), model.params, model.size_bytes, model.flops, model.accuracy, model.macro_f1,
-                   speed["latency_ms_p50"], speed["throughput"])
+                   speed["latency_ms_p50"], speed["throughput"], model.scores)
 
 
 @dataclass
@@ -130,8 +133,19 @@ class SourceRecord:
     parent: str | None     # the run directory transformed, if any
     params: int
     size_bytes: int
-    accuracy: float
-    macro_f1: float
+    accuracy: float | None
+    macro_f1: float | None
+    scores: dict[str, float] | None = None     # every task metric on test (ModelRecord.scores; None: older)
+
+
+def primary(model: ModelRecord | SourceRecord | ChainStep) -> float:
+    """A model's score on the task's default metric: accuracy, or a regression's Pearson correlation."""
+    return model.accuracy if model.accuracy is not None else (model.scores or {}).get("pearson", 0.0)
+
+
+def score_text(model: ModelRecord | SourceRecord | ChainStep) -> str:
+    """A model's score on the task's default metric, in words: ``accuracy 0.8123`` or ``Pearson 0.7812``."""
+    return f"accuracy {model.accuracy:.4f}" if model.accuracy is not None else f"Pearson {primary(model):.4f}"
 
 
 class SavedConfig(TypedDict, total=False):
@@ -292,12 +306,13 @@ class IntervalSettings(TypedDict):
 
 @dataclass
 class SeedResult:
-    """One seed's run of a method: its own accuracy and retention."""
+    """One seed's run of a method: its own score of the comparison's metric (``accuracy``, named so before metrics
+    could be chosen) and retention."""
 
     seed: int
     run_dir: str
     accuracy: float
-    macro_f1: float
+    macro_f1: float | None
     retention: float
 
 
@@ -320,8 +335,8 @@ class ComparedMeasures:
     params: int
     params_by_component: dict[str, int]
     size_bytes: int
-    accuracy: float
-    macro_f1: float
+    accuracy: float                  # the comparison's metric (Comparison.metric; accuracy unless --metric chose)
+    macro_f1: float | None
     flops: int
     latency_ms_p50: float
     latency_ms_p90: float
@@ -329,6 +344,8 @@ class ComparedMeasures:
     peak_memory_bytes: int
     accuracy_interval: IntervalRecord | None = None   # over the test sentences (and a method's seeds)
     latency_passes_ms: list[list[float]] = field(default_factory=list)   # batch-1 latency, each pass's rounds
+    scores: dict[str, float] = field(default_factory=dict)   # the metric and those shown beside it (F1 and
+                                                            # accuracy, Pearson and Spearman), seeds averaged
 
     @property
     def latency_rounds_ms(self) -> list[float]:
@@ -388,6 +405,7 @@ class Comparison:
     time: dict[str, float] | None = None  # seconds by phase of this invocation (comparison_time; None: older)
     config: dict[str, Any] | None = None  # the settings that make it again (CompareConfig.settings; None: older)
     config_file: dict[str, str] | None = None   # the file that declared it (--config): name and text
+    metric: str = "accuracy"              # what every ``accuracy``, interval, retention and difference is of
     schema_version: int = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from compress.models.accounting import COMPONENTS, count_parameters, flops_per_s
 from compress.models.encoder import Encoder
 from compress.paths import atomic_write_text
 from compress.registry import get_method
-from compress.reports.records import DatasetRecord, ModelRecord, RunRecord, SavedConfig
+from compress.reports.records import DatasetRecord, ModelRecord, RunRecord, SavedConfig, primary
+from compress.task_metrics import METRICS
 
 if TYPE_CHECKING:
     from compress.teachers.finetune import FinetuneRecord
@@ -31,7 +32,7 @@ def model_record(model: Encoder, test: Metrics, seq_len: int, size: int, **more:
     count = count_parameters(model)
     return ModelRecord(params=count.backbone, classifier_params=count.classifier,
                        params_by_component=count.by_component, flops=flops_per_sequence(model.config, seq_len),
-                       size_bytes=size, accuracy=test.accuracy, macro_f1=test.macro_f1, **more)
+                       size_bytes=size, accuracy=test.accuracy, macro_f1=test.macro_f1, scores=test.scores(), **more)
 
 
 def teacher_record(teacher: Encoder, finetuned: FinetuneRecord, seq_len: int, directory: Path) -> ModelRecord:
@@ -72,7 +73,8 @@ def ratios(teacher: ModelRecord, student: ModelRecord) -> dict[str, float]:
 
 
 def retention(teacher: ModelRecord, student: ModelRecord) -> float:
-    return student.accuracy / teacher.accuracy if teacher.accuracy else 0.0
+    """The student's score on the task's default metric as a share of the teacher's."""
+    return primary(student) / primary(teacher) if primary(teacher) else 0.0
 
 
 def explanation(method: str, ratios: dict[str, float], against: str = "the teacher") -> str:
@@ -82,6 +84,20 @@ def explanation(method: str, ratios: dict[str, float], against: str = "the teach
 
 def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def _primary_name(model: ModelRecord) -> str:
+    return "accuracy" if model.accuracy is not None else "Pearson correlation"
+
+
+def _score_rows(teacher: ModelRecord, student: ModelRecord) -> list[str]:
+    """A row per task metric both models have (accuracy and macro-F1 in records made before the others)."""
+    def scores(model: ModelRecord) -> dict[str, float]:
+        return model.scores or {k: v for k, v in (("accuracy", model.accuracy), ("macro_f1", model.macro_f1))
+                                if v is not None}
+    both = scores(teacher), scores(student)
+    return [_row(f"test {METRICS[name].title if name in METRICS else name}", f"{both[0][name]:.4f}",
+                 f"{both[1][name]:.4f}", "") for name in both[0] if name in both[1]]
 
 
 def write_report(path: Path, record: RunRecord, config: SavedConfig) -> None:
@@ -100,11 +116,10 @@ def write_report(path: Path, record: RunRecord, config: SavedConfig) -> None:
         _row("parameters (embeddings + encoder + pooler)", f"{t.params:,}", f"{s.params:,}", f"{r['params']:.2f}x"),
         _row("size on disk (MB)", f"{t.size_bytes / 1e6:.1f}", f"{s.size_bytes / 1e6:.1f}", f"{r['size_bytes']:.2f}x"),
         _row("FLOPs per sequence", f"{t.flops:,}", f"{s.flops:,}", f"{r['flops']:.2f}x"),
-        _row("test accuracy", f"{t.accuracy:.4f}", f"{s.accuracy:.4f}", ""),
-        _row("test macro-F1", f"{t.macro_f1:.4f}", f"{s.macro_f1:.4f}", ""),
+        *_score_rows(t, s),
         *_speed_rows(record.speed),
         "",
-        f"**Retention** (student accuracy / teacher accuracy): **{record.retention:.1%}**.",
+        f"**Retention** (student {_primary_name(t)} / teacher {_primary_name(t)}): **{record.retention:.1%}**.",
         "",
         "## Parameters by component",
         "",
@@ -146,12 +161,12 @@ def _chain_lines(record: RunRecord) -> list[str]:
     t = record.teacher
     lines = ["", "## Pipeline: what each step bought", "",
              "Each step's numbers as its own run measured them (latency at batch 1).", "",
-             "| step | parameters | size (MB) | test accuracy | latency p50 (ms) | run |",
+             f"| step | parameters | size (MB) | test {_primary_name(t)} | latency p50 (ms) | run |",
              "|---|---:|---:|---:|---:|---|",
-             _row("teacher", f"{t.params:,}", f"{t.size_bytes / 1e6:.1f}", f"{t.accuracy:.4f}", "", "")]
+             _row("teacher", f"{t.params:,}", f"{t.size_bytes / 1e6:.1f}", f"{primary(t):.4f}", "", "")]
     for step in record.chain:
         lines.append(_row(f"`{step.step}`", f"{step.params:,}", f"{step.size_bytes / 1e6:.1f}",
-                          f"{step.accuracy:.4f}", f"{step.latency_ms_p50:.2f}", f"`{step.run_dir}`"))
+                          f"{primary(step):.4f}", f"{step.latency_ms_p50:.2f}", f"`{step.run_dir}`"))
     return lines
 
 

@@ -55,7 +55,9 @@ from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, Spee
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, load_task
 from compress.distill.teacher_logits import teacher_logits
+from compress.data.task import TaskData
 from compress.errors import CompressError
+from compress.metrics import Metrics
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
@@ -83,10 +85,18 @@ from compress.runs.config import RunConfig, result_settings
 from compress.runs.distillation import check_student
 from compress.runs.store import keep, restore, run_key
 from compress.runs.executors import Executor, run_all
-from compress.runs.paired import SETTINGS, correctness, differences, method_intervals, teacher_interval
+from compress.runs.paired import (
+    SETTINGS,
+    differences,
+    method_evidence,
+    method_intervals,
+    teacher_evidence,
+    teacher_interval,
+)
 from compress.runs.pipeline import check_student_inputs, run
 from compress.runs.writer import check_transform
-from compress.stats import pass_speedup, ratio_quartiles
+from compress.stats import Scored, pass_speedup, ratio_quartiles
+from compress.task_metrics import TaskMetric, also_reported, resolve_metric
 from compress.teachers.finetune import FinetuneConfig, finetune_teacher, tokenized_for
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, saved_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
@@ -129,6 +139,8 @@ class CompareConfig:
     precision: str = "auto"             # every run's training precision (auto: bf16 where the device computes it)
     speed_device: str = "cpu"           # where every model is timed: the CPU, or a GPU (cuda)
     hold_out: int = 0                   # training examples held out for a search to select on (TaskData.hold_out)
+    metric: str | None = None           # what retention and every interval are of, and what picks each epoch
+                                        # (None: the task's default, accuracy or Pearson)
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
@@ -148,7 +160,7 @@ class CompareConfig:
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
                 "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
-                "hold_out": self.hold_out}
+                "hold_out": self.hold_out, "metric": self.metric}
 
 
 @dataclass(frozen=True)
@@ -246,7 +258,7 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                      dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
                      device=config.device, precision=config.precision, threads=config.threads,
-                     speed_device=config.speed_device, hold_out=config.hold_out,
+                     speed_device=config.speed_device, hold_out=config.hold_out, metric=config.metric,
                      teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
                      out=str(directory) if directory else None, overwrite=True)
 
@@ -392,6 +404,7 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     runs = plan_seeds(planned, config.seeds)
     check_out(out, runs)
     task = load_task(config.dataset, dedupe=config.dedupe).hold_out(config.hold_out)
+    resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)   # fits the task: before work
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
         check_out(out, runs)  # again: another process may have written there meanwhile
@@ -408,6 +421,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         clock.append(time.perf_counter())
         return clock[-1] - clock[-2]
 
+    metric = resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
     data = tokenized_for(finetuned, task)
     teacher_s = lap()
@@ -445,12 +459,13 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     teacher_predictions = Predictions.of(
         teacher_logits(teacher, data, "test", finetuned.record["fingerprint"], torch.device("cpu"),
                        show_progress=False), data.splits["test"]["labels"])
-    correct = {name: correctness(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
-                                 teacher_predictions) for name, made_runs in runs.items()}
+    scored = {name: method_evidence(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
+                                    teacher_predictions, metric) for name, made_runs in runs.items()}
     teacher_record = runs[planned[0].name][0][2].teacher
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
     teacher_metrics = teacher_predictions.metrics()
+    score = teacher_metrics.score(metric.name)
     accuracy = teacher_metrics.accuracy
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
@@ -458,21 +473,23 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
             "passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP, "other_cpus": load_meanwhile.cpus,
             "speedup": "passes"} | ({"gpu": device_name(speed_config.device)} if speed_config.device == "cuda" else {}),
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
-        accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size else 0.0,
+        accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size and accuracy else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
-            size_bytes=teacher_record.size_bytes, accuracy=accuracy, macro_f1=teacher_metrics.macro_f1,
+            size_bytes=teacher_record.size_bytes, accuracy=score, macro_f1=teacher_metrics.macro_f1,
+            scores=shown_scores(teacher_metrics, metric, task),
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
-            accuracy_interval=teacher_interval(teacher_predictions)),
-        methods=[_compared(step, by_name, runs, timings, speed_config, correct[step.name], teacher_predictions,
-                           seq_len)
+            accuracy_interval=teacher_interval(teacher_predictions, metric)),
+        methods=[_compared(step, by_name, runs, timings, speed_config, scored[step.name], teacher_predictions,
+                           seq_len, task)
                  for step in planned],
+        metric=metric.name,
         reused=reused,
         command=config.command,
         seeds=list(config.seeds),
         intervals=SETTINGS,
-        differences=differences({"teacher": teacher_predictions.correct[None], **correct}),
+        differences=differences({"teacher": teacher_evidence(teacher_predictions, metric), **scored}),
         precision=run_precision(config.precision, config.device),   # as every RunConfig here resolved it
         config={k: v for k, v in config.settings().items() if v is not None},
         config_file=config.config_file,
@@ -510,10 +527,11 @@ def _label(step: PlannedRun) -> str:
 
 
 def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, list[tuple[int, Path, RunRecord]]],
-              timings: dict[str, PassTimings], speed_config: SpeedConfig, correct: np.ndarray,
-              teacher: Predictions, seq_len: int) -> ComparedModel:
-    """The comparison's row for one run: its model (its first seed's), its accuracy over its seeds with the
-    intervals, its speed measured here, and the steps that made it."""
+              timings: dict[str, PassTimings], speed_config: SpeedConfig, scored: Scored,
+              teacher: Predictions, seq_len: int, task: TaskData) -> ComparedModel:
+    """The comparison's row for one run: its model (its first seed's), its metric over its seeds with the
+    intervals (and the other metrics shown, averaged over the seeds), its speed measured here, and the steps that
+    made it."""
     _, run_dir, record = runs[step.name][0]
     student, timing, reference = record.student, timings[step.name], timings["teacher"]
     first = {name: made[0][1:] for name, made in runs.items()}
@@ -521,17 +539,21 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
     inputs = ["the teacher", *(f"its input, {name}" for name in step.steps[:-1])]
     sentences = [explanation(planned[name].method.name, ratios, against)
                  for name, ratios, against in zip(step.steps, _step_ratios(step, first), inputs)]
-    accuracy, retention = method_intervals(correct, teacher)
+    accuracy, retention = method_intervals(scored, teacher)
     _, q1, q3 = ratio_quartiles(_flat(reference.rounds_ms), _flat(timing.rounds_ms))   # the rounds' spread
     speedup, speedup_passes = pass_speedup(reference.rounds_ms, timing.rounds_ms)
-    per_seed = [SeedResult(seed, str(d), r.student.accuracy, r.student.macro_f1, r.retention)
-                for seed, d, r in runs[step.name]]
+    seed_predictions = [load_predictions(d, r.predictions).metrics() for _, d, r in runs[step.name]]
+    name, teacher_score = scored.metric.name, teacher.metrics().score(scored.metric.name)
+    per_seed = [SeedResult(seed, str(d), m.score(name), m.macro_f1, m.score(name) / teacher_score)
+                for (seed, d, _), m in zip(runs[step.name], seed_predictions, strict=True)]
+    scores = [shown_scores(m, scored.metric, task) for m in seed_predictions]
     return ComparedModel(
         method=step.name, label=" → ".join(labels), run_dir=str(run_dir),
         kind="pipeline" if len(step.steps) > 1 else record.kind, steps=list(step.steps),
         backend=student.backend or "torch", dtype=student.dtype or "fp32", params=student.params,
         params_by_component=student.params_by_component, size_bytes=student.size_bytes,
-        accuracy=accuracy["estimate"], macro_f1=float(np.mean([r.macro_f1 for r in per_seed])),
+        accuracy=accuracy["estimate"], macro_f1=_mean([r.macro_f1 for r in per_seed]),
+        scores={name: float(np.mean([one[name] for one in scores])) for name in scores[0]},
         flops=flops_per_sequence(EncoderConfig.from_dict(student.config), seq_len),
         retention=retention["estimate"], **_timings(timing, speed_config),
         speedup=speedup, speedup_passes=speedup_passes,
@@ -542,6 +564,16 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         sections=_sections(step, first),
         accuracy_interval=accuracy, retention_interval=retention, speedup_iqr=[q1, q3], per_seed=per_seed,
     )
+
+
+def shown_scores(metrics: Metrics, metric: TaskMetric, task: TaskData) -> dict[str, float]:
+    """The comparison's metric and those the papers print beside it (:func:`compress.task_metrics.also_reported`)."""
+    return {m.name: metrics.score(m.name)
+            for m in (metric, *also_reported(metric, task.regression, task.num_labels))}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(np.mean(values))
 
 
 def _flat(rounds: list[list[float]]) -> list[float]:

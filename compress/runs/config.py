@@ -20,6 +20,7 @@ from compress.ownership import foreign, mark_run, owned
 from compress.paths import atomic_dir, locked, notice
 from compress.reports.records import RunRecord
 from compress.resume import DEFAULT_EVERY
+from compress.task_metrics import METRICS, resolve_metric
 from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_SEED, PRECISION_CHOICES
@@ -63,6 +64,7 @@ class RunConfig:
     checkpoint_every: int = DEFAULT_EVERY  # steps between checkpoints of unfinished training (0: epoch ends)
     speed_device: str = "cpu"         # where the models are timed: the CPU, or a GPU (cuda)
     hold_out: int = 0                 # training examples held out for a search to select on (TaskData.hold_out)
+    metric: str | None = None         # the dev metric that picks each stage's epoch (None: the task's default)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -78,6 +80,8 @@ class RunConfig:
         if self.checkpoint_every < 0:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
         check_speed_device(self.speed_device)
+        if self.metric is not None and self.metric not in METRICS:
+            raise CompressError(f"unknown --metric {self.metric!r}; use one of {', '.join(METRICS)}.")
         if self.hold_out < 0:
             raise CompressError(f"the examples held out to select on must be 0 or more, got {self.hold_out}.")
         if self.precision not in PRECISION_CHOICES:
@@ -97,10 +101,13 @@ def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
     run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row, one before
     ``speed_device`` was timed on the CPU (a quantization's backend is chosen among those that run where it is timed,
-    so the device is part of its result), one before ``hold_out`` trained on all of train; a teacher fine-tuned
+    so the device is part of its result), one before ``hold_out`` trained on all of train, one before ``metric``
+    picked its epochs on the task's default metric (as one without it does); a teacher fine-tuned
     without a bar is one fine-tuned before bars existed."""
     settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
+    if settings.get("metric") is None:          # the task's default, as every run before --metric picked
+        settings.pop("metric", None)
     train = (settings.get("teacher_finetune") or {}).get("train")
     if isinstance(train, dict) and train.get("stop_below") is None:
         train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}
@@ -193,8 +200,14 @@ def _dataset(config: RunConfig) -> dict[str, Any]:
 
 
 def run_task(config: RunConfig) -> TaskData:
-    """The task a run reads: its dataset with its column choices, less the training examples it holds out."""
-    return load_task(**_dataset(config)).hold_out(config.hold_out)
+    """The task a run reads: its dataset with its column choices, less the training examples it holds out.
+
+    Raises:
+        CompressError: ``--metric`` does not score the task (one sentence).
+    """
+    task = load_task(**_dataset(config)).hold_out(config.hold_out)
+    resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
+    return task
 
 
 def check_task(config: RunConfig) -> None:

@@ -38,7 +38,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "epochs": (int,), "batch_size": (int,), "seed": (int,), "seeds": (list, int, str), "threads": (int,),
     "seq_len": (int,), "repeats": (int,), "teacher_epochs": (int,), "teacher_lr": (float, int),
     "teacher_batch_size": (int,), "teacher_layer_decay": (float, int), "device": (str,), "speed_device": (str,),
-    "hold_out": (int,), "precision": (str,), "executor": (str,), "address": (str,),
+    "hold_out": (int,), "precision": (str,), "metric": (str,), "executor": (str,), "address": (str,),
     "cpus_per_run": (float, int), "gpus_per_run": (float, int),
 }
 

@@ -55,7 +55,8 @@ from compress.training import predict
 
 def train_settings(config: RunConfig) -> TrainSettings:
     return TrainSettings(batch_size=config.batch_size, seed=config.seed, patience=config.patience,
-                         precision=config.precision, stop_below=config.stop_below)
+                         precision=config.precision, stop_below=config.stop_below,
+                         metric=config.metric or "accuracy")   # a regression's stages read "accuracy" as Pearson
 
 
 def check_transform(config: RunConfig, method: Transform, options: Any) -> None:
@@ -161,7 +162,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         method=method.name, kind=method.run_kind, seconds=round(seconds, 1), seq_len=data.max_length,
         dataset=dataset_record(source.task), teacher=teacher, student=student,
         source=None if trained else SourceRecord(source.kind, str(source.directory), source.parent, entry.params,
-                                                 entry.size_bytes, entry.accuracy, entry.macro_f1),
+                                                 entry.size_bytes, entry.accuracy, entry.macro_f1, entry.scores),
         retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,

@@ -164,6 +164,9 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     out = Path(config.out or f"runs/search-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     check_out(out)
     task = load_task(config.dataset, dedupe=config.dedupe)
+    if task.regression:
+        raise CompressError(f"{config.dataset} is a regression task and compress search selects on accuracy only "
+                            "so far; compare candidates with compress compare --metric pearson instead.")
     held_out = 0 if config.select_on == "dev" else config.selection_size or 2 * len(task.splits["dev"])
     task = task.hold_out(held_out)   # a size that would leave a label without training sentences fails here
     compare_config = replace(compare_config, hold_out=held_out)

@@ -45,12 +45,13 @@ from compress.runs.compare import (
 from compress.runs.compare import _run_config as run_config
 from compress.runs.compare import compare as run_compare
 from compress.runs.executors import run_step
-from compress.runs.paired import method_intervals, teacher_interval
+from compress.runs.paired import method_evidence, method_intervals, teacher_interval
 from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, training_recipe
 from compress.search.report import resolution_line
 from compress.search.space import Candidate, Space, compresses_at_least
 from compress.stats import pass_speedup, retention_resolution
+from compress.task_metrics import ACCURACY
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -550,7 +551,8 @@ class Walk:
         if not np.array_equal(predictions.labels, self.teacher_selection.labels):
             raise CompressError(f"the {self.evidence} predictions of {run_dir} are not of the teacher's sentences; run "
                                 "it again.")
-        accuracy, retention = method_intervals(predictions.correct[None], self.teacher_selection)
+        runs = method_evidence(str(run_dir), [predictions], self.teacher_selection, ACCURACY)
+        accuracy, retention = method_intervals(runs, self.teacher_selection)
         return Screen(accuracy["estimate"], retention["estimate"], retention["low"], retention["high"])
 
     def save(self) -> None:
@@ -627,7 +629,8 @@ class Walk:
     def _final(self, row: Any, role: str) -> Final:
         """One finalist's row: its test numbers from the comparison, its selection retention over every seed."""
         runs = [(Path(seed.run_dir), read_run_record(Path(seed.run_dir))) for seed in row.per_seed]
-        rows = np.stack([self.selection_predictions(run_dir, record).correct for run_dir, record in runs])
+        rows = method_evidence(row.method, [self.selection_predictions(run_dir, record) for run_dir, record in runs],
+                               self.teacher_selection, ACCURACY)
         _, dev = method_intervals(rows, self.teacher_selection)
         return Final(text=row.method, role=role, accuracy=row.accuracy, accuracy_interval=_pair(row.accuracy_interval),
                      retention=row.retention, retention_interval=_pair(row.retention_interval), speedup=row.speedup,

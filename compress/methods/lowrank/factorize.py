@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from compress.distill.losses import hard_ce
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 
@@ -152,7 +152,7 @@ def fisher_rows(model: Encoder, batches: Iterable[dict[str, torch.Tensor]], devi
     for batch in batches:
         model.zero_grad(set_to_none=True)
         logits = model(**_inputs(batch, device)).logits
-        F.cross_entropy(logits, batch["labels"].to(device)).backward()
+        hard_ce(logits, batch["labels"].to(device)).backward()
         for m in found:
             grad = linear_of(model, m).weight.grad
             sums[m.key] += (grad.double().cpu() ** 2).sum(dim=1)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from compress.methods.lowrank.details import LowRankDetails
 from compress.models.config import EncoderConfig
-from compress.reports.records import Section
+from compress.reports.records import Section, score_text
 
 if TYPE_CHECKING:
     from compress.reports.records import RunRecord
@@ -62,7 +62,7 @@ def report_lines(record: RunRecord) -> list[str]:
         f"{o.keep:.0%} of the matrices' parameters, shared out by {o.allocation}"
     lines = [
         "## Low-rank factorization", "",
-        f"Factorized: {what} (test accuracy {source.accuracy:.4f}). Asked for {asked}, weighting {o.weighting}"
+        f"Factorized: {what} (test {score_text(source)}). Asked for {asked}, weighting {o.weighting}"
         + (f" (calibrated on {o.calibration_examples} training examples)" if o.weighting != "svd" else "")
         + f": the attention and FFN matrices went from {d.matrix_params_before:,} to {d.matrix_params_after:,} "
         f"parameters ({d.kept:.1%} kept).", "",

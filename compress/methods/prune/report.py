@@ -9,7 +9,7 @@ from compress.methods.prune.details import PruneDetails
 from compress.methods.prune.layers import layers_kept
 from compress.models.config import EncoderConfig
 from compress.reports.layers_kept import layer_cells
-from compress.reports.records import Section
+from compress.reports.records import Section, score_text
 
 if TYPE_CHECKING:
     from compress.reports.records import RunRecord
@@ -46,7 +46,7 @@ def report_lines(record: RunRecord) -> list[str]:
     what = "the fine-tuned teacher" if source.kind == "teacher" else f"the student of `{source.parent}`"
     lines = [
         "## Pruning", "",
-        f"Pruned: {what} (test accuracy {source.accuracy:.4f}, {source.params:,} parameters). Importance measured "
+        f"Pruned: {what} (test {score_text(source)}, {source.params:,} parameters). Importance measured "
         f"on {p.steps[0].examples} training examples against the {options.score_against}, "
         f"ranked {options.ranking}ly, cut in {options.steps} step(s); asked to keep {options.keep_heads:.0%} "
         f"of the heads and {options.keep_ffn:.0%} of the FFN neurons and to drop {options.drop_layers} "

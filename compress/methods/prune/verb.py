@@ -166,7 +166,7 @@ def _plot(curve: dict[str, Any], name: str) -> bytes:
 
 
 def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:
-    accuracy = evaluate(model, data.eval_batches("test"), device).accuracy
+    accuracy = evaluate(model, data.eval_batches("test"), device).primary
     tick()
     return accuracy
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compress.methods.prune_vocab.details import VocabDetails
+from compress.reports.records import score_text
 
 if TYPE_CHECKING:
     from compress.reports.records import RunRecord
@@ -23,7 +24,7 @@ def report_lines(record: RunRecord) -> list[str]:
     text = "training split uses" if details.options.vocab_from == "train" else "train, dev and test splits use"
     return [
         "## Vocabulary pruning", "",
-        f"Pruned: {what} (test accuracy {source.accuracy:.4f}). The {text} {v.kept:,} of the "
+        f"Pruned: {what} (test {score_text(source)}). The {text} {v.kept:,} of the "
         f"{v.vocab_size:,} tokens (special tokens included); the other {v.removed:,} ({v.share_removed:.1%}) "
         f"are gone, and with them {v.embedding_params_before - v.embedding_params_after:,} of the "
         f"{v.embedding_params_before:,} token-embedding parameters (V x E, E = {v.embedding_size}).", "",

@@ -110,9 +110,9 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     measured = measure_all(loaded, data, seq_len, speed, passes=2 if len(backends) > 1 else 1)
     dev_predictions, fp32_dev = {}, None
     if len(backends) > 1:  # a choice to make: only among backends that keep the accuracy asked for
-        fp32_dev = Predictions.of(*predict_batches(fp32, batches("dev", BATCHED))).metrics().accuracy
+        fp32_dev = Predictions.of(*predict_batches(fp32, batches("dev", BATCHED))).metrics().primary
         dev_predictions = {b: Predictions.of(*one_at_a_time(p, "dev", b)) for b, p in loaded.items()}
-    dev = {b: p.metrics().accuracy for b, p in dev_predictions.items()}
+    dev = {b: p.metrics().primary for b, p in dev_predictions.items()}
     key = CHOOSE_BY[options.choose_by]
     chosen = choose({b: m[key] for b, m in measured.items()}, dev, fp32_dev, options.min_retention)
     chosen_dev = dev_predictions[chosen] if chosen in dev_predictions else \
@@ -126,7 +126,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     logits, _ = one_at_a_time(quantized, "test", chosen)
     batched_logits, _ = predict_batches(quantized, batches("test", BATCHED))
     test = Predictions.of(logits, labels)
-    accuracy, fp32_accuracy = test.metrics().accuracy, Predictions.of(fp32_logits, labels).metrics().accuracy
+    accuracy, fp32_accuracy = test.metrics().primary, Predictions.of(fp32_logits, labels).metrics().primary
     details = QuantDetails(
         backend=chosen, dtype=fmt.dtype,
         chosen_by=_chosen_by(options, chosen, skipped, dev, fp32_dev, speed.batch_size),
@@ -135,7 +135,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         max_abs_logit_diff=float(np.abs(logits - fp32_logits).max()),
         prediction_agreement=float((logits.argmax(-1) == fp32_logits.argmax(-1)).mean()),
         fp32_accuracy=fp32_accuracy, accuracy_drop_points=100 * (fp32_accuracy - accuracy),
-        batched_accuracy=Predictions.of(batched_logits, labels).metrics().accuracy, batched_size=BATCHED,
+        batched_accuracy=Predictions.of(batched_logits, labels).metrics().primary, batched_size=BATCHED,
         calibration_examples=sum(len(b["input_ids"]) for b in calibration)
         if calibration and needs_calibration(fmt, chosen) else None,
         note=half_available(fmt.dtype, features) if fmt.dtype in HALF_DTYPES else None,

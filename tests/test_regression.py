@@ -1,0 +1,130 @@
+"""Regression tasks: the named ``mr-score`` task on real human scores, a numeric label column, the losses of a
+one-output head, and a regression compared end to end through the real CLI with its own metric."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import NEGATIVE, POSITIVE, assert_refused_before_work, make_tiny_teacher, run_cli
+from scipy.stats import pearsonr
+
+from compress.data.load import load_task
+from compress.data.named import load_named
+from compress.distill.losses import hard_ce, kd_kl, soft_ce
+from compress.errors import CompressError
+from compress.metrics import metrics_of
+
+
+def test_mr_score_is_the_mr_sentences_with_their_human_scores():
+    task, polarity = load_named("mr-score"), load_named("mr")
+    assert task.regression and task.num_labels == 1 and task.label_names == []
+    assert sum(len(split) for split in task.splits.values()) == 10312
+    assert "stratified by score decile" in task.split_info.method
+    scores = {i: s for split in task.splits.values() for i, s in zip(split["id"], split["label"], strict=True)}
+    positive = {i: p for split in polarity.splits.values() for i, p in zip(split["id"], split["label"], strict=True)}
+    ids = sorted(scores)
+    assert all(-4 <= scores[i] <= 4 for i in ids)
+    # the people's scores agree with MR's polarity, far from perfectly (the reason it is a task of its own)
+    assert 0.6 < pearsonr([scores[i] for i in ids], [positive[i] for i in ids]).statistic < 0.95
+    # each split keeps the targets' spread (stratified by decile)
+    means = [np.mean(task.splits[name]["label"]) for name in ("train", "dev", "test")]
+    assert max(means) - min(means) < 0.1
+
+
+def _write(path: Path, labels: list[object]) -> Path:
+    texts = [f"{s} {i}" for i in range(len(labels) // 10 + 1) for s in POSITIVE + NEGATIVE][:len(labels)]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(zip(texts, labels, strict=True))
+    return path
+
+
+def test_a_label_column_with_fractions_is_a_regression(tmp_path):
+    task = load_task(_write(tmp_path / "scores.csv", [round(0.1 * (i % 37) - 1.5, 2) for i in range(60)]))
+    assert task.regression and task.num_labels == 1
+    assert "the targets of a regression" in task.label_source
+    assert not load_task(_write(tmp_path / "classes.csv", [i % 3 for i in range(60)])).regression
+
+
+@pytest.mark.parametrize(("labels", "expected"), [
+    (["0.5", "pos"] * 30, "holds both numbers ('0.5') and words ('pos')"),
+    ([0.5] * 60, "is the same number on every training row"),
+])
+def test_bad_regression_labels_are_refused_in_one_sentence(tmp_path, labels, expected):
+    with pytest.raises(CompressError, match=expected.replace("(", r"\(").replace(")", r"\)")) as error:
+        load_task(_write(tmp_path / "bad.csv", labels))
+    assert "\n" not in str(error.value)
+
+
+def test_the_logits_losses_of_a_one_output_head_are_the_mean_squared_error():
+    student, teacher, gold = torch.randn(8, 1), torch.randn(8, 1), torch.randn(8)
+    mse = torch.mean((student[:, 0] - teacher[:, 0]) ** 2)
+    assert kd_kl(student, teacher, temperature=4.0, scale_by_t2=True) == pytest.approx(float(mse))
+    assert soft_ce(student, teacher, temperature=2.0) == pytest.approx(float(mse))
+    assert hard_ce(student, gold) == pytest.approx(float(torch.mean((student[:, 0] - gold) ** 2)))
+
+
+def test_a_regression_evaluation_has_its_correlations_and_no_accuracy():
+    gold = torch.randn(50)
+    metrics = metrics_of((gold + 0.1 * torch.randn(50))[:, None], gold)
+    assert metrics.accuracy is None and metrics.pearson > 0.9 and metrics.spearman > 0.9
+    assert metrics_of(gold[:, None] + 0.5, gold).loss == pytest.approx(0.25)     # the mean squared error
+    assert set(metrics.scores()) == {"pearson", "spearman"}
+
+
+# The tiny teacher learns these 58 training sentences' scores by its 6th epoch at this rate (dev Pearson 0.96; at
+# 3e-3 it never leaves the constant answer, at 3e-4 it has not left it by the 8th epoch).
+FAST = ("--epochs", "2", "--batch-size", "16", "--teacher-epochs", "8", "--teacher-lr", "1e-3",
+        "--teacher-layer-decay", "1", "--teacher-batch-size", "16", "--threads", "1", "--repeats", "3")
+
+
+@pytest.fixture(scope="module")
+def regression_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("regression")
+    rng = np.random.default_rng(0)
+    rows = [(f"{s} {i}", round(float(1.5 + rng.normal(0, 0.3)), 3)) for i in range(6) for s in POSITIVE]
+    rows += [(f"{s} {i}", round(float(-1.5 + rng.normal(0, 0.3)), 3)) for i in range(6) for s in NEGATIVE]
+    path = root / "scores.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+    return {"root": root, "csv": path, "teacher": make_tiny_teacher(root / "teacher", layers=4, hidden=312)}
+
+
+def test_a_regression_compared_end_to_end_on_its_own_metric(regression_data):
+    root, out = regression_data["root"], regression_data["root"] / "cmp"
+    done = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", str(regression_data["csv"]),
+                   "--methods", "distilbert,int8", "--metric", "spearman", "--out", str(out), *FAST, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["metric"] == "spearman"
+    teacher = comparison["teacher"]
+    assert set(teacher["scores"]) == {"spearman", "pearson"} and teacher["accuracy"] == teacher["scores"]["spearman"]
+    assert teacher["scores"]["pearson"] > 0.5         # the teacher learned the scores, not a constant
+    for method in comparison["methods"]:
+        assert method["retention"] == pytest.approx(method["accuracy"] / teacher["accuracy"], rel=1e-6)
+        interval = method["retention_interval"]
+        assert interval["low"] <= method["retention"] <= interval["high"]
+    distilbert = next(m for m in comparison["methods"] if m["method"] == "distilbert")
+    record = json.loads((Path(distilbert["run_dir"]) / "metrics.json").read_text())
+    assert record["student"].get("accuracy") is None
+    assert set(record["student"]["scores"]) == {"pearson", "spearman"}
+    assert record["retention"] == pytest.approx(record["student"]["scores"]["pearson"]
+                                                / record["teacher"]["scores"]["pearson"])
+    report = (out / "comparison.md").read_text()
+    assert "Spearman (×100)" in report and "accuracy (%)" not in report
+    assert "Pearson" in report                         # shown beside the chosen metric
+
+
+def test_a_metric_that_does_not_fit_the_task_is_refused_before_work(regression_data):
+    out = regression_data["root"] / "refused"
+    done = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", str(regression_data["csv"]),
+                   "--methods", "int8", "--metric", "mcc", "--out", str(out))
+    assert_refused_before_work(done, "--metric mcc does not score a regression task", out)
