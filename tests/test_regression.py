@@ -128,3 +128,50 @@ def test_a_metric_that_does_not_fit_the_task_is_refused_before_work(regression_d
     done = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", str(regression_data["csv"]),
                    "--methods", "int8", "--metric", "mcc", "--out", str(out))
     assert_refused_before_work(done, "--metric mcc does not score a regression task", out)
+
+
+def test_the_mean_across_tasks_adds_independent_variances():
+    from compress.runs.across_tasks import mean_interval
+
+    mean = mean_interval([{"estimate": 0.8, "low": 0.74, "high": 0.86, "level": 0.95},
+                          {"estimate": 0.6, "low": 0.52, "high": 0.64, "level": 0.95}])
+    assert mean["estimate"] == pytest.approx(0.7)
+    assert mean["estimate"] - mean["low"] == pytest.approx(np.hypot(0.06, 0.08) / 2)
+    assert mean["high"] - mean["estimate"] == pytest.approx(np.hypot(0.06, 0.04) / 2)
+
+
+def test_one_table_across_a_regression_and_a_classification(regression_data):
+    from helpers import write_tiny_csv
+
+    root, out = regression_data["root"], regression_data["root"] / "across"
+    reviews = write_tiny_csv(root / "reviews.csv", copies=4)
+    datasets = f"{regression_data['csv']},{reviews}"
+    missing = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", f"{datasets},nothing.csv",
+                      "--methods", "int8", "--out", str(out))
+    assert_refused_before_work(missing, "nothing.csv", out)     # every task is checked before any trains
+    done = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", datasets,
+                   "--methods", "int8", "--out", str(out), *FAST)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = json.loads((out / "tasks.json").read_text())
+    assert [(t["dataset"], t["metric"]) for t in table["tasks"]] == [(str(regression_data["csv"]), "pearson"),
+                                                                    (str(reviews), "accuracy")]
+    for task in table["tasks"]:
+        own = json.loads((out / task["comparison"] / "comparison.json").read_text())
+        assert own["metric"] == task["metric"]
+        int8 = next(m for m in own["methods"] if m["method"] == "int8")
+        row = next(r for r in table["rows"] if r["method"] == "int8")
+        assert row["scores"][task["dataset"]]["estimate"] == int8["accuracy"]
+        assert row["retentions"][task["dataset"]]["estimate"] == int8["retention"]
+    row = next(r for r in table["rows"] if r["method"] == "int8")
+    assert row["mean_score"]["estimate"] == pytest.approx(np.mean([s["estimate"] for s in row["scores"].values()]))
+    text = (out / "tasks.md").read_text()
+    assert "| model | scores.csv (Pearson) | reviews.csv (accuracy) | mean |" in text
+    assert "across 2 tasks" in done.stdout
+    from compress.reports.results_page import render_results
+
+    kept = root / "results"
+    kept.mkdir()
+    (kept / "tasks.json").write_text((out / "tasks.json").read_text())
+    page = render_results(kept)
+    assert "across 2 tasks" in page and "| model | scores.csv (Pearson) | reviews.csv (accuracy) | mean |" in page
+    assert "](tasks/" not in page                  # no link to a comparison that is not beside the page

@@ -44,7 +44,9 @@ def compare(
     ctx: typer.Context,
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, checkpoint directory or hub id."),
-    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d",
+                                help="Dataset name or file; several separated by commas (mr,bbc-news,mr-score) "
+                                     "compare every method on each and write one table across them (tasks.md)."),
     dedupe: bool = typer.Option(False, help="Drop the dev and test rows whose text also occurs in the training split."),
     # Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
     methods: str | None = typer.Option(
@@ -90,7 +92,19 @@ def compare(
     from compress.runs.compare import compare as run_compare
 
     config = _compare_config(ctx, config_file, like, ignore_versions)
-    directory, comparison = run_compare(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    say = (lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    from compress.runs.across_tasks import compare_tasks, datasets_of
+
+    datasets = datasets_of(config.dataset)
+    if len(datasets) > 1:
+        directory, table = compare_tasks(config, datasets, progress=say)
+        if as_json:
+            print_json(table.to_dict())
+            return
+        console.print(_across_table(table))
+        console.print(f"across tasks: {escape(str(directory / 'tasks.html'))} (and tasks.md, tasks.json)")
+        return
+    directory, comparison = run_compare(config, progress=say)
     if as_json:
         print_json(comparison.to_dict())
         return
@@ -124,7 +138,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         declared = {k: v for k, v in declared.items() if k not in ("seed", "seeds")}
     s = given | {k: v for k, v in declared.items() if k not in explicit}
     config = CompareConfig(
-        teacher=s["teacher"], dataset=s["dataset"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
+        teacher=s["teacher"], dataset=s["dataset"] if isinstance(s["dataset"], str) else ",".join(s["dataset"]), dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
         batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
         seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
         hold_out=s["hold_out"], precision=s["precision"], metric=s["metric"],
@@ -195,6 +209,20 @@ def _cells(model: ShownModel, retention: float | None, speedup: float | None,
     return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6),
             percent(model.accuracy, model.accuracy_interval), percent(retention, retention_interval),
             cell(model.latency_ms_p50, ".1f"), cell(speedup, ".2f", suffix="x")]
+
+
+def _across_table(table) -> Table:
+    """The table `compress compare --dataset A,B,C` prints: each model's score on each task and the mean."""
+    from compress.runs.across_tasks import table_rows
+
+    headers, scores, _ = table_rows(table)
+    shown = Table(title=f"{table.teacher} across {len(table.tasks)} tasks (scores x 100)", title_justify="left")
+    shown.add_column(headers[0], overflow="fold", ratio=1)
+    for header in headers[1:]:
+        shown.add_column(header, justify="right", no_wrap=True)
+    for cells in scores:
+        shown.add_row(*cells)
+    return shown
 
 
 def _table(comparison: ShownComparison) -> Table:

@@ -33,8 +33,27 @@ def render_results(directory: Path = DIRECTORY) -> str:
     files = sorted(Path(directory).glob("*.json"))
     if not files:
         raise CompressError(f"{directory} holds no comparison .json file; copy a comparison.json there first.")
-    sections = [render_summary(path) for path in files]
+    sections = [_section(path) for path in files]
     return "\n".join([HEADER.format(directory=Path(directory).as_posix()), *sections])
+
+
+def _section(path: Path) -> str:
+    """A comparison's section, or a table across tasks' (a tasks.json of ``compress compare --dataset A,B,C``)."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("kind") == "across-tasks":
+        from compress.runs.across_tasks import read_across, render_markdown
+
+        table = read_across(data)
+        made = f"Made by `{table.command}`" if table.command else "Made by a `compress compare` across tasks"
+        body = render_markdown(table, links=False).split("\n", 1)[1]    # its own title becomes a section's
+        return f"## {table.teacher} across {len(table.tasks)} tasks\n\n{made}, {table.created}; rendered from " \
+               f"`{Path(path).as_posix()}`.\n{body}"
+    return render_summary(path)
 
 
 def write_results(directory: Path = DIRECTORY, page: Path = PAGE, check: bool = False) -> bool:

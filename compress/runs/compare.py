@@ -378,10 +378,22 @@ def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: di
     return predictor if table is None else RenumberedPredictor(predictor, table)
 
 
-def compare(config: CompareConfig, progress: Callable[[str], None] | None = None) -> tuple[Path, Comparison]:
-    """Run (or reuse) every method and pipeline once per seed, measure them all, write the comparison; return
-    its directory and the comparison (``to_dict()`` is its comparison.json)."""
-    say = progress or (lambda message: None)
+@dataclass(frozen=True)
+class CheckedComparison:
+    """A comparison every check has passed (:func:`check_comparison`), ready to run."""
+
+    config: CompareConfig
+    planned: list[PlannedRun]
+    runs: list[SeededRun]
+    task: TaskData
+    out: Path
+    threads: int
+    speed: SpeedConfig
+
+
+def check_comparison(config: CompareConfig) -> CheckedComparison:
+    """Every check of a comparison that needs no training, each failing in one sentence: its methods and
+    pipelines, each step's own checks, its seeds, speed settings, dataset, metric and ``--out``."""
     planned = plan_runs(config.methods)
     by_name = {step.name: step for step in planned}
     if not config.seeds or len(set(config.seeds)) != len(config.seeds):
@@ -405,12 +417,23 @@ def compare(config: CompareConfig, progress: Callable[[str], None] | None = None
     check_out(out, runs)
     task = load_task(config.dataset, dedupe=config.dedupe).hold_out(config.hold_out)
     resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)   # fits the task: before work
+    return CheckedComparison(config, planned, runs, task, out, threads, speed_config)
+
+
+def compare(config: CompareConfig | CheckedComparison,
+            progress: Callable[[str], None] | None = None) -> tuple[Path, Comparison]:
+    """Run (or reuse) every method and pipeline once per seed, measure them all, write the comparison; return
+    its directory and the comparison (``to_dict()`` is its comparison.json)."""
+    say = progress or (lambda message: None)
+    checked = config if isinstance(config, CheckedComparison) else check_comparison(config)
+    out, runs = checked.out, checked.runs
     # One comparison at a time per directory: a second process fails at once instead of racing this one.
     with locked(out, wait=False, what=f"the comparison in {out}"):
         check_out(out, runs)  # again: another process may have written there meanwhile
         out.mkdir(parents=True, exist_ok=True)
         mark_comparison(out, ["runs"])
-        return _compare(config, planned, runs, task, out, threads, speed_config, say)
+        return _compare(checked.config, checked.planned, runs, checked.task, out, checked.threads, checked.speed,
+                        say)
 
 
 def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list[SeededRun], task, out: Path,
