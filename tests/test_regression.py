@@ -13,6 +13,7 @@ import torch
 from helpers import NEGATIVE, POSITIVE, assert_refused_before_work, make_tiny_teacher, run_cli
 from scipy.stats import pearsonr
 
+from compress.data.describe import describe_task
 from compress.data.load import load_task
 from compress.data.named import load_named
 from compress.distill.losses import hard_ce, kd_kl, soft_ce
@@ -30,10 +31,14 @@ def test_mr_score_is_the_mr_sentences_with_their_human_scores():
     ids = sorted(scores)
     assert all(-4 <= scores[i] <= 4 for i in ids)
     # the people's scores agree with MR's polarity, far from perfectly (the reason it is a task of its own)
-    assert 0.6 < pearsonr([scores[i] for i in ids], [positive[i] for i in ids]).statistic < 0.95
+    assert 0.85 < pearsonr([scores[i] for i in ids], [positive[i] for i in ids]).statistic < 0.95   # 0.909
     # each split keeps the targets' spread (stratified by decile)
     means = [np.mean(task.splits[name]["label"]) for name in ("train", "dev", "test")]
     assert max(means) - min(means) < 0.1
+    described = describe_task(task)                 # what `compress data show mr-score` prints
+    assert described["labels"] == [] and described["splits"]["dev"]["target"]["mean"] == pytest.approx(means[1],
+                                                                                                         abs=1e-4)
+    assert float(described["examples"][0]["label"]) == task.splits["train"][0]["label"]
 
 
 def _write(path: Path, labels: list[object]) -> Path:

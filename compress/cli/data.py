@@ -77,7 +77,8 @@ def _print_description(info: TaskDescription) -> None:
     split = info["split"]
     recipe = split["method"]
     console.print(f"[bold]{info['name']}[/]  {info['source']}", highlight=False, soft_wrap=True)
-    console.print(f"labels: {', '.join(info['labels'])}  ({info['label_source']})", highlight=False, soft_wrap=True)
+    console.print(f"labels: {', '.join(info['labels']) or 'a number (regression)'}  ({info['label_source']})",
+                  highlight=False, soft_wrap=True)
     console.print(f"split: {recipe}", highlight=False, soft_wrap=True)
     console.print(
         f"fingerprint: [bold]{info['fingerprint']}[/]   max length for {info['teacher']}: "
@@ -89,13 +90,15 @@ def _print_description(info: TaskDescription) -> None:
     sizes = Table(title="Splits and label balance", title_justify="left")
     sizes.add_column("split")
     sizes.add_column("size", justify="right")
-    for label in info["labels"]:
+    targets = ("mean", "sd", "min", "max") if not info["labels"] else ()    # a regression's target, per split
+    for label in [*info["labels"], *(f"target {t}" for t in targets)]:
         sizes.add_column(label, justify="right", overflow="fold")
     for name, s in info["splits"].items():
         sizes.add_row(
             name,
             f"{s['size']:,}",
             *(f"{s['label_counts'][label]:,} ({s['label_fractions'][label]:.1%})" for label in info["labels"]),
+            *(f"{s['target'][t]:.2f}" for t in targets),
         )
     console.print(sizes)
 

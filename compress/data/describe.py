@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, TypedDict
 
+import numpy as np
+
 from compress.data.batching import length_percentiles, max_length_from_lengths, split_token_lengths, tokenizer_id
 from compress.data.named import NAMED_DATASETS
 from compress.data.splits import SPLIT_NAMES
@@ -16,6 +18,7 @@ class SplitDescription(TypedDict, total=False):
     fingerprint: str
     label_counts: dict[str, int]
     label_fractions: dict[str, float]
+    target: dict[str, float]           # a regression's: mean, sd, min, max of its target
     token_lengths: dict[str, int]      # percentiles (with a tokenizer)
 
 
@@ -95,6 +98,10 @@ def describe_task(task: TaskData, tokenizer: Any | None = None, *, examples: int
                 label: round(counts.get(i, 0) / size, 4) if size else 0.0 for i, label in enumerate(task.label_names)
             },
         )
+        if task.regression and size:
+            values = np.asarray(split["label"], dtype=np.float64)
+            entry["target"] = {"mean": round(float(values.mean()), 4), "sd": round(float(values.std()), 4),
+                               "min": round(float(values.min()), 4), "max": round(float(values.max()), 4)}
         if tokenizer is not None:
             lengths = split_token_lengths(split, tokenizer)
             train_lengths = lengths if name == "train" else train_lengths
@@ -117,7 +124,8 @@ def describe_task(task: TaskData, tokenizer: Any | None = None, *, examples: int
         out["max_length"] = max_length_from_lengths(train_lengths, tokenizer)
     train = task.splits["train"]
     out["examples"] = [
-        Example(id=row["id"], label=task.label_names[row["label"]], text=_cut(row["text"], max_chars),
+        Example(id=row["id"], label=f"{row['label']:g}" if task.regression else task.label_names[row["label"]],
+                text=_cut(row["text"], max_chars),
                 **({"text_pair": _cut(row["text_pair"], max_chars)} if task.has_pairs else {}))
         for row in train.select(range(min(examples, len(train))))
     ]
@@ -129,7 +137,7 @@ def describe_named_datasets() -> list[NamedDataset]:
     return [
         NamedDataset(name=d.name, title=d.title, source=f"{d.archive.describe()} ({d.archive.filename})",
                      source_short=d.archive.describe(), sha256=d.archive.sha256, size=d.size,
-                     labels=list(d.label_names), cached=d.is_cached())
+                     labels=list(d.label_names) or ["a number (regression)"], cached=d.is_cached())
         for d in NAMED_DATASETS.values()
     ]
 
