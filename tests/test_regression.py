@@ -106,7 +106,8 @@ def regression_data(tmp_path_factory):
 def test_a_regression_compared_end_to_end_on_its_own_metric(regression_data):
     root, out = regression_data["root"], regression_data["root"] / "cmp"
     done = run_cli("compare", "--teacher", str(regression_data["teacher"]), "--dataset", str(regression_data["csv"]),
-                   "--methods", "distilbert,int8", "--metric", "spearman", "--out", str(out), *FAST, "--json")
+                   "--methods", "distilbert,albert,prune,int8", "--metric", "spearman", "--out", str(out), *FAST,
+                   "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     comparison = json.loads((out / "comparison.json").read_text())
     assert comparison["metric"] == "spearman"

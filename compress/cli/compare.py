@@ -196,18 +196,18 @@ def _like_settings(ctx: typer.Context, path: Path, ignore_versions: bool) -> dic
 
 
 def _cells(model: ShownModel, retention: float | None, speedup: float | None,
-           retention_interval: ShownInterval | None = None) -> list[str]:
-    """A model's numbers as the summary prints them (accuracy and retention with their intervals, low to high,
-    where the comparison has them); one not measured is "–"."""
+           retention_interval: ShownInterval | None = None, unit: str = "%") -> list[str]:
+    """A model's numbers as the summary prints them (its score, x100 with ``unit``, and retention with their
+    intervals, low to high, where the comparison has them); one not measured is "–"."""
     def cell(value: float | None, form: str, scale: float = 1.0, suffix: str = "") -> str:
         return "–" if value is None else f"{value / scale:{form}}{suffix}"
 
-    def percent(value: float | None, interval: ShownInterval | None) -> str:
-        return cell(value, ".1%") if interval is None or value is None else \
-            f"{value:.1%} ({100 * interval.low:.1f}–{100 * interval.high:.1f})"
+    def percent(value: float | None, interval: ShownInterval | None, sign: str = "%") -> str:
+        return cell(value, ".1f", 0.01, sign) if interval is None or value is None else \
+            f"{100 * value:.1f}{sign} ({100 * interval.low:.1f}–{100 * interval.high:.1f})"
 
     return [cell(model.params, ".1f", 1e6, "M"), cell(model.size_bytes, ".1f", 1e6),
-            percent(model.accuracy, model.accuracy_interval), percent(retention, retention_interval),
+            percent(model.accuracy, model.accuracy_interval, unit), percent(retention, retention_interval),
             cell(model.latency_ms_p50, ".1f"), cell(speedup, ".2f", suffix="x")]
 
 
@@ -235,13 +235,17 @@ def _table(comparison: ShownComparison) -> Table:
     # The numbers never shrink (a narrow or absent terminal truncated them to "accura…"); a long method name
     # folds onto more lines instead.
     table.add_column("method", overflow="fold", ratio=1)
-    for name in ("params", "MB", "accuracy", "retention", "latency ms", "speed-up"):
+    from compress.reports.comparison import in_metric
+
+    for name in ("params", "MB", in_metric("accuracy (%)", comparison).removesuffix(" (%)"), "retention",
+                 "latency ms", "speed-up"):
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-    teacher = _cells(t, None, speedup=1.0)
+    unit = "%" if comparison.context.metric == "accuracy" else ""    # a correlation, F1 or Matthews: x100
+    teacher = _cells(t, None, speedup=1.0, unit=unit)
     teacher[3] = ""  # the teacher is the reference the retention of the others is taken against
     table.add_row("teacher", *teacher)
     for m in comparison.methods:
-        table.add_row(escape(m.method), *_cells(m, m.retention, m.speedup, m.retention_interval))
+        table.add_row(escape(m.method), *_cells(m, m.retention, m.speedup, m.retention_interval, unit))
     return table
 
 

@@ -87,7 +87,9 @@ class ModelRecord:
     scores: dict[str, float] | None = None     # every task metric on test (metrics.Metrics.scores; None: older)
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none(asdict(self))
+        """Its fields but the optional ones it lacks; accuracy and macro-F1 always (null for a regression)."""
+        data = asdict(self)
+        return _drop_none(data) | {"accuracy": data["accuracy"], "macro_f1": data["macro_f1"]}
 
 
 @dataclass
