@@ -445,7 +445,8 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         return clock[-1] - clock[-2]
 
     metric = resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
-    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device)
+    finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
+                                 metric=config.metric)
     data = tokenized_for(finetuned, task)
     teacher_s = lap()
 

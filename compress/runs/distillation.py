@@ -70,7 +70,7 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
             show_progress: bool, pipeline: str | None) -> RunResult:
     device = resolve_device(config.device)
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
-                                 show_progress=show_progress)
+                                 show_progress=show_progress, metric=config.metric)
     data = tokenized_for(finetuned, task)
     if method.prepare is not None:
         data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,

@@ -58,7 +58,7 @@ def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeac
 
 def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
-                                 show_progress=show_progress)
+                                 show_progress=show_progress, metric=config.metric)
     return finetuned_source(config, task, finetuned, finetuned.load().model, tokenized_for(finetuned, task))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -110,13 +110,17 @@ def finetune_teacher(
     device: str = "auto",
     force: bool = False,
     show_progress: bool = True,
+    metric: str | None = None,
 ) -> FinetunedTeacher:
     """Fine-tune ``teacher`` on ``task`` (or reuse the cached result) and evaluate it on dev and test.
 
     ``force`` trains again and replaces the cache entry. A damaged entry is retrained after one line
-    saying so (see :mod:`compress.cache`).
+    saying so (see :mod:`compress.cache`). ``metric`` (a run's ``--metric``) picks its epoch in place of its
+    configuration's, as it picks every stage's of the students (another metric is another cache entry).
     """
     config = config or FinetuneConfig()
+    if metric is not None:
+        config = replace(config, train=replace(config.train, metric=metric))
     teacher_dir, max_length, target = _entry(teacher, task, config)
     fingerprint = target.name
     tokenizer = load_tokenizer(str(teacher_dir))
