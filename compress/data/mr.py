@@ -78,7 +78,8 @@ def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
         if not line.strip():
             continue
         fields = line.split("\t", 2)
-        if len(fields) != 3 or not fields[0].strip().isdigit() or not _is_number(fields[1]):
+        score = _number(fields[1]) if len(fields) == 3 else None
+        if score is None or not fields[0].strip().isdigit():
             raise CompressError(
                 f"line {number} of the MR file from {ARCHIVE.filename} is not "
                 "'id<TAB>score<TAB>text'; the pinned archive may have changed upstream, please report it."
@@ -88,7 +89,7 @@ def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
             continue
         ids.append(str(example_id))
         texts.append(fields[2].strip())
-        scores.append(float(fields[1]))
+        scores.append(score)
     if len(ids) != SIZE:
         raise CompressError(
             f"the cached MR file holds {len(ids)} sentences with ids 1-{LAST_MR_ID} instead of "
@@ -97,9 +98,8 @@ def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
     return ids, texts, scores
 
 
-def _is_number(text: str) -> bool:
+def _number(text: str) -> float | None:
     try:
-        float(text)
+        return float(text)
     except ValueError:
-        return False
-    return True
+        return None
