@@ -54,8 +54,8 @@ from compress.bench.machine import device_name, manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, load_task
-from compress.distill.teacher_logits import teacher_logits
 from compress.data.task import TaskData
+from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
 from compress.metrics import Metrics
 from compress.models.accounting import flops_per_sequence
