@@ -122,8 +122,11 @@ def test_a_regression_compared_end_to_end_on_its_own_metric(regression_data):
     record = json.loads((Path(distilbert["run_dir"]) / "metrics.json").read_text())
     assert record["student"].get("accuracy") is None
     assert set(record["student"]["scores"]) == {"pearson", "spearman"}
-    assert record["retention"] == pytest.approx(record["student"]["scores"]["pearson"]
-                                                / record["teacher"]["scores"]["pearson"])
+    assert record["metric"] == "spearman"             # the run's own retention is of the metric asked for
+    assert record["retention"] == pytest.approx(record["student"]["scores"]["spearman"]
+                                                / record["teacher"]["scores"]["spearman"])
+    assert "**Retention** (student Spearman / teacher Spearman)" in \
+        (Path(distilbert["run_dir"]) / "report.md").read_text()
     report = (out / "comparison.md").read_text()
     assert "Spearman (×100)" in report and "accuracy (%)" not in report
     assert "Pearson" in report                         # shown beside the chosen metric

@@ -188,6 +188,7 @@ class RunRecord:
     dev_predictions: str | None = None   # of dev_predictions.safetensors (None: made before runs kept them)
     select_predictions: str | None = None   # of select_predictions.safetensors: a task with a select split (search)
     phases: dict[str, float] | None = None   # seconds by phase (see above; None: made before runs kept them)
+    metric: str | None = None        # --metric: what retention is of (None: the task's default, accuracy or Pearson)
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,7 +209,7 @@ class RunRecord:
                                 f"{', '.join(older)} or {newest}; run it again.")
         required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
                                                                       "dev_predictions", "select_predictions", "phases",
-                                                                      "schema_version")]
+                                                                      "metric", "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

@@ -72,8 +72,11 @@ def ratios(teacher: ModelRecord, student: ModelRecord) -> dict[str, float]:
     return {k: getattr(teacher, k) / getattr(student, k) for k in ("params", "flops", "size_bytes")}
 
 
-def retention(teacher: ModelRecord, student: ModelRecord) -> float:
-    """The student's score on the task's default metric as a share of the teacher's."""
+def retention(teacher: ModelRecord, student: ModelRecord, metric: str | None = None) -> float:
+    """The student's score on ``metric`` (the task's default metric when None) as a share of the teacher's."""
+    if metric is not None:
+        score = (teacher.scores or {})[metric], (student.scores or {})[metric]
+        return score[1] / score[0] if score[0] else 0.0
     return primary(student) / primary(teacher) if primary(teacher) else 0.0
 
 
@@ -84,6 +87,13 @@ def explanation(method: str, ratios: dict[str, float], against: str = "the teach
 
 def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def _metric_name(record: RunRecord) -> str:
+    """What the run's retention is of, in words."""
+    if record.metric is not None:
+        return METRICS[record.metric].title if record.metric in METRICS else record.metric
+    return _primary_name(record.teacher)
 
 
 def _primary_name(model: ModelRecord) -> str:
@@ -119,7 +129,7 @@ def write_report(path: Path, record: RunRecord, config: SavedConfig) -> None:
         *_score_rows(t, s),
         *_speed_rows(record.speed),
         "",
-        f"**Retention** (student {_primary_name(t)} / teacher {_primary_name(t)}): **{record.retention:.1%}**.",
+        f"**Retention** (student {_metric_name(record)} / teacher {_metric_name(record)}): **{record.retention:.1%}**.",
         "",
         "## Parameters by component",
         "",

@@ -163,10 +163,10 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         dataset=dataset_record(source.task), teacher=teacher, student=student,
         source=None if trained else SourceRecord(source.kind, str(source.directory), source.parent, entry.params,
                                                  entry.size_bytes, entry.accuracy, entry.macro_f1, entry.scores),
-        retention=retention(teacher, student), ratios=ratios(teacher, student), stages=made.stages,
+        retention=retention(teacher, student, config.metric), ratios=ratios(teacher, student), stages=made.stages,
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
-        select_predictions=select_sha256,
+        select_predictions=select_sha256, metric=config.metric,
         phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options))
