@@ -167,14 +167,9 @@ def _checked_pair(a: Scored, b: Scored) -> None:
         raise ValueError(f"paired intervals need one metric, got {a.metric.name} and {b.metric.name}")
 
 
-def _difference_parts(a: Scored, b: Scored, drawn: _Resamples) -> tuple[float, np.ndarray, np.ndarray]:
-    """The difference, its resamples and its terms: seed position by seed position (one run pairs with every seed)."""
-    return a.value() - b.value(), a.draws(drawn) - b.draws(drawn), a.terms() - b.terms()
-
-
 def _difference_p(estimate: float, draws: np.ndarray, terms: np.ndarray) -> float:
-    """The p-value of "no difference" that a difference's intervals imply (its :func:`_difference_parts`): the
-    smallest ``1 - level`` at which the interval leaves out 0 (found by bisection to 1e-4; 1 when none does, 1e-6 at
+    """The p-value of "no difference" that a difference's intervals imply (its estimate, resamples and terms, seed
+    position by seed position: one run pairs with every seed): the smallest ``1 - level`` at which the interval leaves out 0 (found by bisection to 1e-4; 1 when none does, 1e-6 at
     the least)."""
     if estimate == 0:
         return 1.0
@@ -231,10 +226,11 @@ def difference_tests(correct: dict[str, Scored | np.ndarray], *, resamples: int 
     if not scored:
         return {}
     drawn = _resamples(next(iter(scored.values())).shape[1], resamples, seed)
+    parts = {name: (one.value(), one.draws(drawn), one.terms()) for name, one in scored.items()}   # once a model
     tests = {}
     for a, b in itertools.combinations(scored, 2):
-        parts = _difference_parts(scored[a], scored[b], drawn)
-        tests[(a, b)] = (_interval(*parts[:2], level, parts[2]), _difference_p(*parts))
+        estimate, draws, terms = (x - y for x, y in zip(parts[a], parts[b], strict=True))
+        tests[(a, b)] = (_interval(estimate, draws, level, terms), _difference_p(estimate, draws, terms))
     return tests
 
 

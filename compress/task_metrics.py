@@ -52,7 +52,7 @@ class TaskMetric:
     def values(self, stats: np.ndarray, weights: np.ndarray | None = None, classes: int = 2) -> np.ndarray:
         """The metric of ``stats`` (seeds, n, k) for each seed: on the plain means, or for each row of ``weights``
         (resamples, n; rows summing to 1) as (resamples, seeds)."""
-        means = stats.mean(axis=1) if weights is None else np.einsum("rn,snk->rsk", weights, stats)
+        means = stats.mean(axis=1) if weights is None else np.moveaxis(weights @ stats, 0, 1)   # BLAS: (r, s, k)
         return self.value(means, classes)
 
     def terms(self, stats: np.ndarray, classes: int = 2) -> np.ndarray:
