@@ -575,11 +575,12 @@ class Walk:
         met = [s.candidate.text for s in kept if self.met_bar(s)]
         if len(met) < self.config.finalists:
             said = f"only {', '.join(met)} met" if met else "none met"
+            reaching = [s.candidate.text for s in kept if not self.met_bar(s)]
+            also = f"the finals take {', '.join(reaching)} because their intervals reach it" if reaching else \
+                "no other candidate was kept to go with it"
             self.record.notes.append(
                 f"Of the candidates trained within the budget, {said} {self.config.min_retention:.0%} of the "
-                f"teacher's selection accuracy on the mean; the finals take "
-                f"{', '.join(s.candidate.text for s in kept if not self.met_bar(s))} because their intervals "
-                "reach it.")
+                f"teacher's selection accuracy on the mean; {also}.")
             self.say(self.record.notes[-1])
         methods = [s.candidate.text for s in kept]
         if self.config.against and self.config.against not in methods:
