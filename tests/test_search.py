@@ -292,6 +292,16 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     again = run_cli(*args, env=tiny["env"])
     assert again.returncode == 0, again.stderr
     assert _metrics(out) == before and json.loads((out / "search.json").read_text())["chosen"] == record["chosen"]
+    # Again with another directory: every run comes from the run store and every timing from the probes, charged
+    # at what they cost the first time, so the walk decides as the first did and gives the same answer.
+    elsewhere = tmp_path / "elsewhere"
+    moved = run_cli(*args[:-1], str(elsewhere), env=tiny["env"])
+    assert moved.returncode == 0, moved.stderr
+    replayed = json.loads((elsewhere / "search.json").read_text())
+    assert replayed["chosen"] == record["chosen"] and replayed["reused_s"] > 0
+    assert [(c["text"], c["status"], c["fidelity"]) for c in replayed["candidates"]] == \
+        [(c["text"], c["status"], c["fidelity"]) for c in record["candidates"]]
+    assert "work reused from another search or comparison" in (elsewhere / "search.md").read_text()
 
 
 def test_the_speed_fit_orders_untimed_structures_by_flops():
@@ -390,6 +400,29 @@ def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path,
     assert set(later.timed) == {"a", "b"} and later.timed["a"] == Timed(1.0, 100.0, "torch")
     assert Probes(data, 64, 1, 30).timed == {} and Probes(SimpleNamespace(cache_key="bbc"), 64, 2, 30).timed == {}
     assert first.path.parent == tmp_path / "cache" / "search-probes"
+
+
+def test_a_reused_probe_is_charged_once_at_what_it_cost_and_a_measured_one_not_again(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from compress.search import probe
+    from compress.search.probe import Probes, Timed
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    data = SimpleNamespace(cache_key="mr-tokens")
+    first = Probes(data, 64, 2, 30)
+    first.writable = True
+    first.timed["a"] = Timed(1.0, 100.0, "torch", seconds=5.0)
+    first._save()
+    keys = iter(["a", "a", "b", "b"])
+    monkeypatch.setattr(probe, "structure_key", lambda candidate, teacher: next(keys))
+    monkeypatch.setattr(Probes, "_measure", lambda self, *args: Timed(2.0, 50.0, "onnxruntime"))
+    later = Probes(data, 64, 2, 30)
+    assert later.time(None, None, "latency").seconds == 5.0 and later.time(None, None, "latency")
+    assert later.take_charged() == {"speed probes": 5.0, "step timing": 0.0}     # once, at its first cost
+    measured = later.time(None, None, "latency")                                  # "b": timed by this search
+    assert measured.seconds > 0 and later.time(None, None, "latency") == measured
+    assert later.take_charged() == {"speed probes": 0.0, "step timing": 0.0}     # on its clock as it ran
 
 
 def _cluster_processes(token: str, root: Path) -> list[int]:

@@ -110,7 +110,9 @@ class SearchRecord:
     selection: str = "dev"              # what it selected on: "held-out" training sentences, or "dev" (the dev_*
                                         # fields of candidates and finals are on these sentences)
     status: str = "running"             # running, interrupted, complete
-    spent_s: float = 0.0                # wall seconds over every invocation of this search
+    spent_s: float = 0.0                # budget seconds over every invocation of this search: wall time, and work
+                                        # reused from other searches or comparisons at what it cost then
+    reused_s: float = 0.0               # of spent_s, that reused work
     seconds: dict[str, float] = field(default_factory=dict)   # by what it went to (see search.TIME_CATEGORIES)
     candidates: list[CandidateRecord] = field(default_factory=list)
     chosen: str | None = None

@@ -17,7 +17,7 @@ import itertools
 import json
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class Timed:
     latency_ms: float
     throughput: float
     backend: str
+    seconds: float = 0.0    # what timing it took: a later search that reuses it charges its budget as much
 
     def objective(self, minimize: str) -> float:
         """Less is better: milliseconds at batch 1, or milliseconds per example at batch 32."""
@@ -92,7 +93,9 @@ RUNTIMES = ("torch", "onnxruntime", "openvino", "nncf")
 class Probes:
     """Speed and training-step times measured for searches, kept under the cache root per CPU, threads, sequence
     length, calls, runtime versions and tokenized task (``search-probes/KEY.json``): every search of the same task on
-    the same machine reuses what another timed, whatever its directory."""
+    the same machine reuses what another timed, whatever its directory. What a search reuses is charged to its
+    budget at what it cost when it was measured (:attr:`charged`, once per entry and search), so a search run again
+    spends its budget as the first did and decides as it did, in a fraction of the time."""
 
     def __init__(self, data: TokenizedTask, seq_len: int, threads: int, repeats: int) -> None:
         self.data, self.seq_len = data, seq_len
@@ -103,19 +106,23 @@ class Probes:
                         "versions": package_versions(RUNTIMES), "task": data.cache_key}
         digest = hashlib.sha256(json.dumps(self.context, sort_keys=True).encode()).hexdigest()[:20]
         self.path = cache_dir() / "search-probes" / f"{digest}.json"
-        self.timed, self.steps = self._read()
+        self.timed, self.steps, self.step_costs = self._read()
         self.writable = False   # set once the search owns its directory: nothing is written before
+        self.served: set[str] = set()   # the entries this search has measured or been charged for
+        self.charged = {"speed probes": 0.0, "step timing": 0.0}   # reused entries' costs, not yet on the clock
 
-    def _read(self) -> tuple[dict[str, Timed], dict[str, float]]:
-        """What the shared file holds for this context (nothing when it is absent, unreadable or of another one)."""
+    def _read(self) -> tuple[dict[str, Timed], dict[str, float], dict[str, float]]:
+        """What the shared file holds for this context (nothing when it is absent, unreadable or of another one):
+        the structures' speeds, the training steps' seconds and what timing each step took."""
         try:
             saved = json.loads(self.path.read_text())
             if saved.get("context") != self.context:
-                return {}, {}
+                return {}, {}, {}
             return {k: Timed(**v) for k, v in saved.get("timed", {}).items()}, \
-                {k: float(v) for k, v in saved.get("steps", {}).items()}
+                {k: float(v) for k, v in saved.get("steps", {}).items()}, \
+                {k: float(v) for k, v in saved.get("step_costs", {}).items()}
         except (OSError, ValueError, TypeError, AttributeError):
-            return {}, {}
+            return {}, {}, {}
 
     def _save(self) -> None:
         """Add what this search measured to the shared file, keeping what other searches added meanwhile."""
@@ -123,11 +130,23 @@ class Probes:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with locked(self.path):
-            timed, steps = self._read()
-            self.timed, self.steps = timed | self.timed, steps | self.steps
+            timed, steps, costs = self._read()
+            self.timed, self.steps, self.step_costs = timed | self.timed, steps | self.steps, costs | self.step_costs
             atomic_write_text(self.path, json.dumps({"context": self.context, "steps": self.steps,
+                                                     "step_costs": self.step_costs,
                                                      "timed": {k: asdict(v) for k, v in self.timed.items()}},
                                                     indent=1))
+
+    def _serve(self, key: str, category: str, cost: float) -> None:
+        """Charge a reused entry's cost once per search (an entry this search measured is already on its clock)."""
+        if key not in self.served:
+            self.served.add(key)
+            self.charged[category] += cost
+
+    def take_charged(self) -> dict[str, float]:
+        """The reused entries' costs not yet put on the search's clock, by category (and none left after)."""
+        taken, self.charged = self.charged, dict.fromkeys(self.charged, 0.0)
+        return taken
 
     def known(self, candidate: Candidate, teacher: EncoderConfig) -> Timed | None:
         return self.timed.get(structure_key(candidate, teacher))
@@ -138,8 +157,12 @@ class Probes:
         on), measured once per structure."""
         key = structure_key(candidate, teacher)
         if key not in self.timed:
-            self.timed[key] = self._measure(candidate, teacher, minimize, backends)
+            start = time.perf_counter()
+            timed = self._measure(candidate, teacher, minimize, backends)
+            self.timed[key] = replace(timed, seconds=time.perf_counter() - start)
+            self.served.add(key)
             self._save()
+        self._serve(key, "speed probes", self.timed[key].seconds)
         return self.timed[key]
 
     def _measure(self, candidate: Candidate, teacher: EncoderConfig, minimize: str,
@@ -181,9 +204,13 @@ class Probes:
         key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": asdict(stage[0]),
                           "precision": precision, "batch": batch_size}, sort_keys=True, default=str)
         if key not in self.steps:
+            start = time.perf_counter()
             self.steps[key] = _time_steps(student, teacher, stage, self.data, precision, batch_size,
                                           self.speed.threads)
+            self.step_costs[key] = time.perf_counter() - start
+            self.served.add(key)
             self._save()
+        self._serve(key, "step timing", self.step_costs.get(key, 0.0))
         return self.steps[key]
 
 

@@ -97,9 +97,12 @@ def time_line(record: SearchRecord) -> str:
     accounted = sum(record.seconds.values())
     parts = [f"{name} {_duration(s)}" for name, s in record.seconds.items() if s >= 0.05]
     overhead = max(0.0, spent - accounted)
+    reused = (f" Of the budget, {_duration(record.reused_s)} is work reused from another search or comparison "
+              "(runs, timings), charged at what it cost when it was done; this search took "
+              f"{_duration(spent - record.reused_s)}.") if record.reused_s >= 0.05 else ""
     return (f"Time: {_duration(spent)} of a {_duration(record.budget_s)} budget: " + ", ".join(parts)
             + f"; the search's own work (enumerating, fitting, deciding, writing) {_duration(overhead)} "
-              f"({overhead / spent:.1%})." if spent else "Time: none spent yet.")
+              f"({overhead / spent:.1%})." + reused if spent else "Time: none spent yet.")
 
 
 def resolution_line(record: SearchRecord, sentences: int) -> str:

@@ -32,6 +32,10 @@ The search directory is a comparison directory (``runs/seed-S/NAME``): `compress
 search reuse every run it trained, and it reuses theirs. Ctrl-C keeps every finished run and search.json; the
 same command resumes (runs are reused, the budget counts the time already spent); structures' timings are kept
 under the cache root and reused by every search of the same task on the same machine (:class:`.probe.Probes`).
+What a search reuses from another directory (a run from the run store, a probe) is charged to its budget at what it
+cost when it was made: the same search run again with another ``--out`` spends its budget as the first did, so it
+makes the same decisions and gives the same answer, in the time reusing takes; a larger ``--budget`` replays that
+much and goes on from there.
 """
 
 from __future__ import annotations
@@ -205,7 +209,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         probes.writable = True
         previous = read_record(out)
         record = _record(config, space, threads, seq_len, previous)
-        clock = Clock(record.seconds, record.spent_s, start)
+        clock = Clock(record.seconds, record.spent_s, start, record.reused_s)
         walk = Walk(config, space, found, probes, record, clock, out, task, say, show_progress, precision, teacher,
                     compare_config)
         walk.least_training_s = least[0] if least is not None else None

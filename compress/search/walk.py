@@ -47,7 +47,7 @@ from compress.runs.compare import compare as run_compare
 from compress.runs.executors import run_step
 from compress.runs.paired import method_evidence, method_intervals, teacher_interval
 from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
-from compress.search.probe import Probes, Timed, footprint, training_recipe
+from compress.search.probe import Probes, Timed, footprint, structure_key, training_recipe
 from compress.search.report import resolution_line
 from compress.search.space import Candidate, Space, compresses_at_least
 from compress.stats import pass_speedup, retention_resolution
@@ -76,11 +76,19 @@ def format_seconds(seconds: float) -> str:
 
 
 class Clock:
-    """Wall time by what it went to, over this invocation and the ones before it (a resumed search)."""
+    """The budget spent, by what it went to, over this invocation and the ones before it (a resumed search): wall
+    time, plus what the work this search reused from others cost when it was done (:meth:`charge`)."""
 
-    def __init__(self, before: dict[str, float], spent_before: float, start: float) -> None:
+    def __init__(self, before: dict[str, float], spent_before: float, start: float, reused_before: float = 0.0) -> None:
         self.start, self.before = start, spent_before
         self.seconds = {name: before.get(name, 0.0) for name in TIME_CATEGORIES}
+        self.reused = reused_before   # of the budget spent: work reused, charged at its first cost
+
+    def charge(self, category: str, seconds: float) -> None:
+        """Put work another search (or comparison) did, and this one reuses, on the budget at what it cost then."""
+        self.seconds[category] += seconds
+        self.reused += seconds
+        self.before += seconds
 
     @contextmanager
     def on(self, category: str) -> Iterator[None]:
@@ -207,6 +215,9 @@ class Walk:
             self.states.append(State(candidate, resumed.get(candidate.text) or CandidateRecord(
                 candidate.text, size.params, size.size_bytes, size.flops, candidate.trains), _kind(candidate)))
         record.candidates = [s.record for s in self.states]
+        for state in self.states:   # timed by an interrupted run of this search: on its clock already
+            if state.record.latency_ms is not None:
+                probes.served.add(structure_key(state.candidate, teacher))
         self.fit = SpeedFit()
         # By kind, the backends that were fastest on one of its structures: the least and the most costly structure
         # of a kind are timed on every backend, the others only on those.
@@ -278,6 +289,7 @@ class Walk:
             state.timed = self.probes.time(state.candidate, self.teacher, self.config.minimize,
                                            None if every_backend else self.winners.get(state.kind))
             state.record.seconds += time.perf_counter() - start
+        self._charge_probes()
         state.record.latency_ms, state.record.throughput = state.timed.latency_ms, state.timed.throughput
         state.record.backend, state.record.fidelity = state.timed.backend, "timed"
         state.record.objective = state.timed.objective(self.config.minimize)
@@ -434,8 +446,14 @@ class Walk:
 
     def steps(self, candidate: Candidate) -> list[float]:
         with self.clock.on("step timing"):
-            return step_estimates(candidate, self.teacher, self.probes, self.precision, self.config.batch_size,
-                                  self.examples)
+            estimates = step_estimates(candidate, self.teacher, self.probes, self.precision, self.config.batch_size,
+                                       self.examples)
+        self._charge_probes()
+        return estimates
+
+    def _charge_probes(self) -> None:
+        for category, seconds in self.probes.take_charged().items():
+            self.clock.charge(category, seconds)
 
     def step_costs(self, candidate: Candidate) -> list[float]:
         """Seconds to make each step of ``candidate``: a trained step at its timed training steps scaled as this
@@ -487,12 +505,14 @@ class Walk:
             if name not in self.runs:
                 before = time.perf_counter()
                 out, fingerprint = self.out, self.task.fingerprint
+                here = (run_dir_of(out, name, seed) / "metrics.json").is_file()   # a resumed search's own run
                 run_dir, record, reused = run_step(
                     step, parent, lambda s, p, show_progress=self.show_progress: _run_or_reuse(
                         config, s, out, p, fingerprint, show_progress), self.config.executor, self.say)
-                if not reused:
-                    self._account(record, time.perf_counter() - before, step.planned.method.name,
-                                  estimates[len(step.planned.steps) - 1])
+                if not reused or not here:   # made now, or made by another search or comparison: on the budget
+                    spent = time.perf_counter() - before if not reused else record.seconds
+                    self._account(record, spent, step.planned.method.name, estimates[len(step.planned.steps) - 1],
+                                  reused=reused)
                 self.runs[name] = (run_dir, record)
             run_dir, record = self.runs[name]
             parent = (run_dir, record, True)
@@ -523,11 +543,16 @@ class Walk:
         state.record.run_dir, state.record.dev_accuracy = str(run_dir), screen.accuracy
         state.record.dev_retention, state.record.dev_interval = screen.retention, [screen.low, screen.high]
 
-    def _account(self, record: RunRecord, spent: float, method: str, estimated: float) -> None:
-        """A run trained here: its time by what it went to, and what it teaches the estimates of its method's."""
+    def _account(self, record: RunRecord, spent: float, method: str, estimated: float, reused: bool = False) -> None:
+        """A run trained here, or reused from another directory (charged at what it cost then): its time by what it
+        went to, and what it teaches the estimates of its method's."""
         trained = sum(s.get("seconds", 0.0) for s in record.stages)
-        self.clock.seconds["training"] += trained
-        self.clock.seconds["evaluation and timing"] += max(0.0, spent - trained)
+        if reused:
+            self.clock.charge("training", trained)
+            self.clock.charge("evaluation and timing", max(0.0, spent - trained))
+        else:
+            self.clock.seconds["training"] += trained
+            self.clock.seconds["evaluation and timing"] += max(0.0, spent - trained)
         if estimated and not stopped_by_bar(record):
             self.factor[method] = spent / estimated
         elif not estimated:
@@ -556,7 +581,7 @@ class Walk:
         return Screen(accuracy["estimate"], retention["estimate"], retention["low"], retention["high"])
 
     def save(self) -> None:
-        self.record.spent_s = self.clock.spent
+        self.record.spent_s, self.record.reused_s = self.clock.spent, round(self.clock.reused, 1)
         self.record.seconds = {k: round(v, 1) for k, v in self.clock.seconds.items()}
         write_record(self.record, self.out)
 
