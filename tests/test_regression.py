@@ -57,6 +57,23 @@ def test_a_label_column_with_fractions_is_a_regression(tmp_path):
     assert not load_task(_write(tmp_path / "classes.csv", [i % 3 for i in range(60)])).regression
 
 
+def test_task_regression_reads_whole_numbers_as_targets_and_the_wrong_task_is_one_sentence(tmp_path):
+    stars = _write(tmp_path / "stars.csv", [1 + i % 5 for i in range(60)])
+    assert not load_task(stars).regression                                  # whole numbers are classes by default
+    task = load_task(stars, task="regression")
+    assert task.regression and sorted(set(task.splits["train"]["label"])) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    fractions = _write(tmp_path / "fractions.csv", [0.5 * (i % 7) for i in range(60)])
+    refusals = [(lambda: load_task(fractions, task="classification"), "holds fractions, which are not classes"),
+                (lambda: load_task(_write(tmp_path / "words.csv", ["pos", "neg"] * 30), task="regression"),
+                 "--task regression needs numbers in label column 'label'"),
+                (lambda: load_task("mr", task="regression"), "--task applies to files and hub datasets"),
+                (lambda: load_task(stars, task="ranking"), "unknown --task 'ranking'")]
+    for load, expected in refusals:
+        with pytest.raises(CompressError, match=expected) as error:
+            load()
+        assert "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize(("labels", "expected"), [
     (["0.5", "pos"] * 30, "holds both numbers ('0.5') and words ('pos')"),
     ([0.5] * 60, "is the same number on every training row"),

@@ -26,6 +26,8 @@ TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning 
 TEACHER_LAYER_DECAY = typer.Option(None, help="Layer-wise lr decay of teacher fine-tuning (default 0.8; 1 for a "
                                               "teacher with random weights, which learns in every layer).")
 DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
+TASK = typer.Option("auto", "--task", help="What a file's labels are: auto (numbers with fractions are a regression's "
+                                             "targets, anything else classes), classification or regression.")
 METRIC = typer.Option(None, help="The task's metric: accuracy, macro_f1, f1 (the positive class of two), mcc "
                                  "(Matthews), pearson or spearman (regression); it picks every epoch and is what "
                                  "retention and the intervals are of (default: accuracy, or pearson for a regression).")

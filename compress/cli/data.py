@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from compress.cli.common import console, print_json
+from compress.cli.common import TASK, console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -52,6 +52,7 @@ def show(
     text_column: str | None = typer.Option(None, "--text-column", help="Text column (default: text, else sentence)."),
     text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Second-text column for pairs."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (default: label)."),
+    task_kind: str = TASK,
     examples: int = typer.Option(3, "--examples", min=0, help="How many train examples to show."),
 ) -> None:
     """Sizes, label balance and token lengths per split, the split recipe and fingerprint, examples."""
@@ -60,7 +61,8 @@ def show(
 
     with console.status(f"loading {name_or_path}"):
         task = load_task(
-            name_or_path, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column
+            name_or_path, text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
+            task=task_kind,
         )
         tokenizer = load_tokenizer(teacher)
         info = describe_task(task, tokenizer, examples=examples)

@@ -15,6 +15,7 @@ from compress.cli.common import (
     METRIC,
     PRECISION,
     SPEED_DEVICE,
+    TASK,
     TEACHER_LAYER_DECAY,
     console,
     print_json,
@@ -29,7 +30,7 @@ from compress.train_config import DEFAULT_EVERY, DEFAULT_SEED
 
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
-         label_column: str | None, dedupe: bool, epochs: int | None, batch_size: int, lr: float | None, seed: int,
+         label_column: str | None, task: str, dedupe: bool, epochs: int | None, batch_size: int, lr: float | None, seed: int,
          layer_map: str | None, patience: int | None, stop_below: float | None, out: str | None, overwrite: bool,
          device: str,
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None,
@@ -44,7 +45,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
     options = given_options(flags, set_)
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
-        text_pair_column=text_pair_column, label_column=label_column, dedupe=dedupe, options=options, epochs=epochs,
+        text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
@@ -79,6 +80,7 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("text_column", str | None, O(None, help="Text column of a file dataset.")),
         ("text_pair_column", str | None, O(None, help="Second text column (sentence-pair tasks).")),
         ("label_column", str | None, O(None, help="Label column of a file dataset.")),
+        ("task", str, TASK),
         ("dedupe", bool, O(False, help="Drop the dev and test rows whose text also occurs in the training split.")),
         ("epochs", int | None, O(None, help="Epochs of every training stage (default: the method's).")),
         ("batch_size", int, O(32, help="Training batch size.")),

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compress.cli.common import console, print_json
+from compress.cli.common import TASK, console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.errors import CompressError
 from compress.teachers.registry import DEFAULT_TEACHER, TEACHERS, weights_available
@@ -101,6 +101,7 @@ def finetune(
     text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
     text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),
     label_column: str | None = typer.Option(None, help="Label column of a file dataset."),
+    task_kind: str = TASK,
     epochs: int = typer.Option(FinetuneConfig().train.epochs, help="Training epochs (the best dev epoch is kept)."),
     batch_size: int = typer.Option(FinetuneConfig().train.batch_size, help="Training batch size."),
     lr: float = typer.Option(FinetuneConfig().train.lr, help="Peak learning rate (AdamW, linear warm-up and decay)."),
@@ -125,7 +126,8 @@ def finetune(
     except ValueError as e:
         raise CompressError(f"teacher fine-tuning: {e}") from None
     config = FinetuneConfig(train=train, max_length=max_length)
-    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+               "task": task_kind}
     check_dataset(dataset, **columns)  # every refusal before anything is fetched
     resolve_device(device)
     task = load_task(dataset, **columns)

@@ -63,6 +63,7 @@ def load_hub(
     text_column: str | None = None,
     text_pair_column: str | None = None,
     label_column: str | None = None,
+    task: str = "auto",
 ) -> TaskData:
     """Load ``hf:NAME[:CONFIG]`` from the hub through ``datasets`` as a task.
 
@@ -111,6 +112,7 @@ def load_hub(
         text_column=text_column,
         text_pair_column=text_pair_column,
         label_column=label_column,
+        task=task,
     )
 
 

@@ -13,6 +13,7 @@ from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.paths import notice
 
+TASKS = ("auto", "classification", "regression")   # what --task takes
 _WARNED: set[tuple[str, bool]] = set()
 """(fingerprint, dedupe) of the tasks already reported in this process: a pipeline or a comparison loads
 its task once per run, and the user needs the line once."""
@@ -25,8 +26,9 @@ def load_task(
     text_pair_column: str | None = None,
     label_column: str | None = None,
     dedupe: bool = False,
+    task: str = "auto",
 ) -> TaskData:
-    """Load a classification task with fixed train/dev/test splits.
+    """Load a task (classification or regression) with fixed train/dev/test splits.
 
     Args:
         name_or_path: a named dataset (``mr``, the default, or ``bbc-news``: fetched from its
@@ -36,6 +38,9 @@ def load_task(
         text_column, text_pair_column, label_column: column names for files and hub datasets
             (defaults: ``text`` else ``sentence``; ``text_pair`` if present; ``label``).
         dedupe: drop the dev and test rows whose text (and text pair) also occurs in train.
+        task: ``auto`` (a label column of numbers with fractions is a regression, anything else classes),
+            ``classification`` or ``regression`` (a file's or hub dataset's column of whole numbers predicted as
+            numbers); a named dataset is what it is.
 
     Splits made by compress are stratified by label, 80/10/10 train/dev/test, seed 13
     (:mod:`compress.data.splits`); ``task.fingerprint`` names the split. Dev and test rows whose
@@ -44,9 +49,9 @@ def load_task(
     Raises:
         CompressError: bad input, with one sentence saying what was wrong and what to do.
     """
-    task = _load(name_or_path, text_column, text_pair_column, label_column)
-    kept = task.dedupe() if dedupe else task  # first: a dedupe that would empty a split fails in one line
-    _report_overlap(task, dedupe)
+    loaded = _load(name_or_path, text_column, text_pair_column, label_column, task)
+    kept = loaded.dedupe() if dedupe else loaded  # first: a dedupe that would empty a split fails in one line
+    _report_overlap(loaded, dedupe)
     return kept
 
 
@@ -57,6 +62,7 @@ def check_dataset(
     text_pair_column: str | None = None,
     label_column: str | None = None,
     dedupe: bool = False,
+    task: str = "auto",
 ) -> None:
     """Every refusal :func:`load_task` would make that needs no fetch: an unknown name, a missing or malformed
     file, columns given to a named dataset, a malformed hub id. A local file is read here (its columns, labels
@@ -65,27 +71,30 @@ def check_dataset(
     Raises:
         CompressError: as :func:`load_task` would, in one sentence.
     """
-    kind = _kind(name_or_path, text_column, text_pair_column, label_column)
+    kind = _kind(name_or_path, text_column, text_pair_column, label_column, task)
     if kind == "hub":
         parse_hub_spec(str(name_or_path))
     elif kind == "local":
         load_task(name_or_path, text_column=text_column, text_pair_column=text_pair_column,
-                  label_column=label_column, dedupe=dedupe)
+                  label_column=label_column, dedupe=dedupe, task=task)
 
 
 def _kind(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
-          label_column: str | None) -> str:
-    """What ``name_or_path`` names: ``hub``, ``named`` or ``local``; an unknown name, or columns given to a
-    named dataset, fail here."""
+          label_column: str | None, task: str = "auto") -> str:
+    """What ``name_or_path`` names: ``hub``, ``named`` or ``local``; an unknown name, an unknown ``task``, or
+    columns or a task given to a named dataset, fail here."""
+    if task not in TASKS:
+        raise CompressError(f"unknown --task {task!r}; use one of {', '.join(TASKS)}.")
     spec = str(name_or_path)
     if spec.startswith(HUB_PREFIX):
         return "hub"
     if spec in NAMED_DATASETS and not (isinstance(name_or_path, Path) and Path(spec).exists()):
         columns = {"--text-column": text_column, "--text-pair-column": text_pair_column,
-                   "--label-column": label_column}
+                   "--label-column": label_column, "--task": None if task == "auto" else task}
         if given := [option for option, value in columns.items() if value is not None]:
             raise CompressError(
-                f"{' and '.join(given)} apply to files and hub datasets, not to the named dataset '{spec}'; drop them."
+                f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to files and hub datasets, not to "
+                f"the named dataset '{spec}'; drop {'it' if len(given) == 1 else 'them'}."
             )
         return "named"
     if Path(spec).expanduser().exists() or isinstance(name_or_path, Path) or _looks_like_path(spec):
@@ -95,14 +104,14 @@ def _kind(name_or_path: str | Path, text_column: str | None, text_pair_column: s
 
 
 def _load(name_or_path: str | Path, text_column: str | None, text_pair_column: str | None,
-          label_column: str | None) -> TaskData:
+          label_column: str | None, task: str) -> TaskData:
     columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
-    kind = _kind(name_or_path, **columns)
+    kind = _kind(name_or_path, **columns, task=task)
     if kind == "hub":
-        return load_hub(str(name_or_path), **columns)
+        return load_hub(str(name_or_path), **columns, task=task)
     if kind == "named":
         return load_named(str(name_or_path))
-    return load_local(Path(str(name_or_path)).expanduser(), **columns)
+    return load_local(Path(str(name_or_path)).expanduser(), **columns, task=task)
 
 
 def _report_overlap(task: TaskData, dedupe: bool) -> None:

@@ -47,6 +47,7 @@ def load_local(
     text_column: str | None = None,
     text_pair_column: str | None = None,
     label_column: str | None = None,
+    task: str = "auto",
 ) -> TaskData:
     """Load a local file, or a directory of train/dev/test files, as a task.
 
@@ -74,6 +75,7 @@ def load_local(
         text_column=text_column,
         text_pair_column=text_pair_column,
         label_column=label_column,
+        task=task,
     )
 
 

@@ -18,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 from compress.data.sources import PinnedArchive
+from compress.data.values import number
 from compress.errors import CompressError
 
 ARCHIVE = PinnedArchive(
@@ -74,14 +75,14 @@ def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
     texts: list[str] = []
     scores: list[float] = []
     content = (files_dir / FILE).read_text(encoding="utf-8")
-    for number, line in enumerate(content.splitlines(), start=1):
+    for line_number, line in enumerate(content.splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split("\t", 2)
-        score = _number(fields[1]) if len(fields) == 3 else None
+        score = number(fields[1]) if len(fields) == 3 else None
         if score is None or not fields[0].strip().isdigit():
             raise CompressError(
-                f"line {number} of the MR file from {ARCHIVE.filename} is not "
+                f"line {line_number} of the MR file from {ARCHIVE.filename} is not "
                 "'id<TAB>score<TAB>text'; the pinned archive may have changed upstream, please report it."
             )
         example_id = int(fields[0])
@@ -96,10 +97,3 @@ def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:
             f"{SIZE}; the pinned archive may have changed upstream, please report it."
         )
     return ids, texts, scores
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None

@@ -23,6 +23,7 @@ import datasets
 
 from compress.data.splits import SPLIT_ALIASES, normalize_split_name
 from compress.data.task import TaskData, build_task
+from compress.data.values import number
 from compress.errors import CompressError
 
 SPLIT_COLUMN = "split"
@@ -107,8 +108,9 @@ def map_labels(
     column: str,
     where: str,
     class_names: Sequence[str] | None = None,
+    task: str = "auto",
 ) -> tuple[list[int], list[str], str]:
-    """Turn raw label values into ids and names.
+    """Turn raw label values into ids and names (``task``: ``auto``, ``classification`` or ``regression``).
 
     Args:
         values: the label of every row, in order.
@@ -118,10 +120,11 @@ def map_labels(
 
     Returns:
         ``(label ids, label names, where the mapping came from)``; a column of numbers with a fraction among them
-        is a regression's targets: ``(the numbers, [], ...)``.
+        is a regression's targets: ``(the numbers, [], ...)``, as is any column of numbers with ``task="regression"``.
 
     Raises:
-        CompressError: a missing label, numbers and words in one column, fewer than two classes.
+        CompressError: a missing label, numbers and words in one column, fewer than two classes, words in a
+            regression's column, fractions in a classification's.
     """
     for row, value in enumerate(values, start=1):
         if (
@@ -135,6 +138,12 @@ def map_labels(
                 f"column '{column}' of {where} holds {type(value).__name__}s, not single labels; "
                 "give one class per row (multi-label data is not supported)."
             )
+    if task == "regression":
+        numbers = [number(v) for v in values]
+        if (row := next((i for i, x in enumerate(numbers, start=1) if x is None), None)) is not None:
+            raise CompressError(f"--task regression needs numbers in label column '{column}' of {where}, and row "
+                                f"{row} has {values[row - 1]!r}; fix the row or drop --task.")
+        return numbers, [], f"numbers of column '{column}', the targets of a regression (--task regression)"  # type: ignore[return-value]
     if class_names is not None:
         names = list(class_names)
         for row, value in enumerate(values, start=1):
@@ -147,6 +156,9 @@ def map_labels(
         source = f"class names of the ClassLabel column '{column}'"
     elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         if any(isinstance(v, float) and not v.is_integer() for v in values):
+            if task == "classification":
+                raise CompressError(f"label column '{column}' of {where} holds fractions, which are not classes; drop "
+                                    "--task classification to predict them as a regression.")
             return [float(v) for v in values], [], f"numbers of column '{column}', the targets of a regression"  # type: ignore[arg-type]
         ints = [int(v) for v in values]  # type: ignore[call-overload]
         classes = sorted(set(ints))
@@ -160,9 +172,9 @@ def map_labels(
             source = f"integer labels of column '{column}' mapped to ids in sorted order ({_mapping_text(names)})"
     else:
         strings = [str(v).strip() for v in values]
-        numbers = [s for s in strings if _is_number(s)]
+        numbers = [s for s in strings if number(s) is not None]
         if numbers and len(numbers) < len(strings):
-            word = next(s for s in strings if not _is_number(s))
+            word = next(s for s in strings if number(s) is None)
             raise CompressError(
                 f"label column '{column}' of {where} holds both numbers ({numbers[0]!r}) and words ({word!r}); give "
                 "class names, or numbers only for a regression.")
@@ -180,14 +192,6 @@ def map_labels(
     return ids, names, source
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def task_from_tables(
     parts: Sequence[TablePart],
     *,
@@ -196,8 +200,10 @@ def task_from_tables(
     text_column: str | None = None,
     text_pair_column: str | None = None,
     label_column: str | None = None,
+    task: str = "auto",
 ) -> TaskData:
-    """Build a task from one table (split here, or by its ``split`` column) or one per split.
+    """Build a task from one table (split here, or by its ``split`` column) or one per split; ``task`` as
+    :func:`map_labels` takes it.
 
     Raises:
         CompressError: missing columns, empty tables, missing texts or labels, bad split names,
@@ -232,7 +238,7 @@ def task_from_tables(
             given.extend([part.split] * len(rows))
         elif SPLIT_COLUMN in rows.column_names:
             given.extend(_split_values(rows[SPLIT_COLUMN], part.where))
-    labels, names, label_source = map_labels(raw_labels, columns.label, where, class_names)
+    labels, names, label_source = map_labels(raw_labels, columns.label, where, class_names, task)
     return build_task(
         name=name,
         ids=ids,

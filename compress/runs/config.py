@@ -44,6 +44,7 @@ class RunConfig:
     text_column: str | None = None
     text_pair_column: str | None = None
     label_column: str | None = None
+    task: str = "auto"                # a file's labels: auto (fractions: a regression), classification, regression
     dedupe: bool = False              # drop dev/test rows whose text occurs in train
     options: dict[str, Any] = field(default_factory=dict)
     epochs: int | None = None
@@ -108,6 +109,8 @@ def result_settings(run: dict[str, Any]) -> dict[str, Any]:
         {k: v for k, v in run.items() if k not in NOT_RESULT}
     if settings.get("metric") is None:          # the task's default, as every run before --metric picked
         settings.pop("metric", None)
+    if settings.get("task", "auto") == "auto":   # labels read as every run before --task read them
+        settings.pop("task", None)
     train = (settings.get("teacher_finetune") or {}).get("train")
     if isinstance(train, dict) and train.get("stop_below") is None:
         train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}
@@ -196,7 +199,7 @@ def _dataset(config: RunConfig) -> dict[str, Any]:
     """The dataset a run names, as :func:`load_task` and :func:`check_dataset` take it."""
     return {"name_or_path": config.dataset, "text_column": config.text_column,
             "text_pair_column": config.text_pair_column, "label_column": config.label_column,
-            "dedupe": config.dedupe}
+            "dedupe": config.dedupe, "task": config.task}
 
 
 def run_task(config: RunConfig) -> TaskData:
