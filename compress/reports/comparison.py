@@ -35,6 +35,7 @@ from compress.reports.comparison_data import (
     ShownInterval,
     ShownMethod,
     ShownModel,
+    in_metric,
     read_comparison,
     validate_comparison,
 )
@@ -276,21 +277,6 @@ def _title(comparison: ShownComparison) -> str:
     if teacher is not None and teacher.name:
         title += f": {teacher.name}"
     return title + (f" on {dataset}" if dataset else "")
-
-
-def metric_title(comparison: ShownComparison) -> str:
-    """The name of what the comparison's accuracy column, retention and differences are of (``accuracy``)."""
-    known = METRICS.get(comparison.context.metric)
-    return known.title if known is not None else comparison.context.metric
-
-
-def in_metric(text: str, comparison: ShownComparison) -> str:
-    """``text`` with "accuracy" worded as the comparison's metric (``Matthews``) where that is another."""
-    if comparison.context.metric == "accuracy":
-        return text
-    title = metric_title(comparison)
-    return text.replace("accuracy (%)", f"{title} (×100)").replace("Accuracy", title[:1].upper() + title[1:]) \
-        .replace("accuracies", f"{title} scores").replace("accuracy", title)
 
 
 def _also(model: ShownModel, comparison: ShownComparison) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 from compress.errors import CompressError
 from compress.reports.layers_kept import layer_cells
 from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS, Section
+from compress.task_metrics import METRICS
 
 REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
                           "throughput", "speedup")
@@ -388,3 +389,18 @@ def _differences(value: object) -> dict[tuple[str, str], ShownInterval]:
         if isinstance(entry.get("a"), str) and isinstance(entry.get("b"), str) and interval is not None:
             found[(entry["a"], entry["b"])] = interval
     return found
+
+
+def metric_title(comparison: ShownComparison) -> str:
+    """The name of what the comparison's accuracy column, retention and differences are of (``accuracy``)."""
+    known = METRICS.get(comparison.context.metric)
+    return known.title if known is not None else comparison.context.metric
+
+
+def in_metric(text: str, comparison: ShownComparison) -> str:
+    """``text`` with "accuracy" worded as the comparison's metric (``Matthews``) where that is another."""
+    if comparison.context.metric == "accuracy":
+        return text
+    title = metric_title(comparison)
+    return text.replace("accuracy (%)", f"{title} (×100)").replace("Accuracy", title[:1].upper() + title[1:]) \
+        .replace("accuracies", f"{title} scores").replace("accuracy", title)

@@ -24,7 +24,14 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 from compress.models.accounting import COMPONENTS
-from compress.reports.comparison_data import ShownComparison, ShownMethod, ShownModel, number, read_comparison
+from compress.reports.comparison_data import (
+    ShownComparison,
+    ShownMethod,
+    ShownModel,
+    in_metric,
+    number,
+    read_comparison,
+)
 from compress.reports.verdicts import front_names
 
 DPI = 110
@@ -280,8 +287,8 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
                 va="center", transform=ax.transAxes)
     ax.set_xlabel("batch-1 latency (ms; median of the timing rounds where there are any) — lower is better"
                   if any(p.x_range for p in points) else "batch-1 latency p50 (ms) — lower is better")
-    ax.set_ylabel("test accuracy (%) — higher is better")
-    ax.set_title(_title(comparison, "Accuracy vs latency"))
+    ax.set_ylabel(in_metric("test accuracy (%) — higher is better", comparison))
+    ax.set_title(_title(comparison, in_metric("Accuracy vs latency", comparison)))
     ax.grid(True, color="#e5e5e5", linewidth=0.8, zorder=0)
     ax.set_axisbelow(True)
     if points:
@@ -378,7 +385,7 @@ def pipeline_steps_png(comparison: ShownComparison, pipeline: ShownMethod) -> by
             ax.text(x, h, "–" if v is None else (f"{h:.1f}" if h >= 10 else f"{h:.2f}"), ha="center",
                     va="bottom", fontsize=8)
         ax.set_xticks(range(len(names)), labels, rotation=30, ha="right", fontsize=8)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(in_metric(title, comparison), fontsize=9)
         ax.margins(y=0.15)
         if index == ACCURACY_PANEL:
             known = [h for h, v in zip(heights, values) if v is not None]
