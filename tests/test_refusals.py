@@ -91,7 +91,7 @@ REFUSALS: list[tuple[str, str]] = [
     ("run albert --teacher {in}/foreign", "is not a checkpoint directory (it has no config.json)"),
     ("run albert --dataset nosuch", "unknown dataset 'nosuch'"),
     ("run albert --dataset {in}/missing.csv", "missing.csv does not exist"),
-    ("run albert --dataset mr --text-column review", "--text-column apply to files and hub datasets"),
+    ("run albert --dataset mr --text-column review", "--text-column applies to files and hub datasets"),
     ("run albert --dataset hf:", "'hf:' names no dataset"),
     ("run albert --dataset {in}/notes.txt", "notes.txt is not a"),
     ("run albert --dataset {in}/empty.csv", "empty.csv is empty"),
@@ -132,7 +132,7 @@ REFUSALS: list[tuple[str, str]] = [
     ("teacher finetune --epochs 0", "epochs must be a positive integer"),
     ("teacher finetune --layer-decay 2", "layer_decay must be in (0, 1]"),
     ("teacher finetune --dataset nosuch", "unknown dataset 'nosuch'"),
-    ("teacher finetune --dataset mr --label-column stars", "--label-column apply to files and hub datasets"),
+    ("teacher finetune --dataset mr --label-column stars", "--label-column applies to files and hub datasets"),
     ("teacher finetune --dataset {in}/one-class.csv", "has only one class"),
     ("teacher finetune --device tpu", "unknown device 'tpu'"),
     # compress explain

@@ -157,7 +157,7 @@ def test_a_metric_that_does_not_fit_the_task_is_refused_before_work(regression_d
 
 
 def test_the_mean_across_tasks_adds_independent_variances():
-    from compress.runs.across_tasks import mean_interval
+    from compress.reports.across_tasks import mean_interval
 
     mean = mean_interval([{"estimate": 0.8, "low": 0.74, "high": 0.86, "level": 0.95},
                           {"estimate": 0.6, "low": 0.52, "high": 0.64, "level": 0.95}])

@@ -213,7 +213,7 @@ def _cells(model: ShownModel, retention: float | None, speedup: float | None,
 
 def _across_table(table) -> Table:
     """The table `compress compare --dataset A,B,C` prints: each model's score on each task and the mean."""
-    from compress.runs.across_tasks import table_rows
+    from compress.reports.across_tasks import table_rows
 
     headers, scores, _ = table_rows(table)
     shown = Table(title=f"{table.teacher} across {len(table.tasks)} tasks (scores x 100)", title_justify="left")

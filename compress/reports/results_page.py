@@ -46,7 +46,7 @@ def _section(path: Path) -> str:
     except (OSError, ValueError):
         data = None
     if isinstance(data, dict) and data.get("kind") == "across-tasks":
-        from compress.runs.across_tasks import read_across, render_markdown
+        from compress.reports.across_tasks import read_across, render_markdown
 
         table = read_across(data)
         made = f"Made by `{table.command}`" if table.command else "Made by a `compress compare` across tasks"
