@@ -483,8 +483,8 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     teacher_predictions = Predictions.of(
         teacher_logits(teacher, data, "test", finetuned.record["fingerprint"], torch.device("cpu"),
                        show_progress=False), data.splits["test"]["labels"])
-    scored = {name: method_evidence(name, [load_predictions(d, r.predictions) for _, d, r in made_runs],
-                                    teacher_predictions, metric) for name, made_runs in runs.items()}
+    kept = {name: [load_predictions(d, r.predictions) for _, d, r in made_runs] for name, made_runs in runs.items()}
+    scored = {name: method_evidence(name, kept[name], teacher_predictions, metric) for name in runs}
     teacher_record = runs[planned[0].name][0][2].teacher
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
@@ -506,7 +506,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
             accuracy_interval=teacher_interval(teacher_predictions, metric)),
         methods=[_compared(step, by_name, runs, timings, speed_config, scored[step.name], teacher_predictions,
-                           seq_len, task)
+                           seq_len, task, [p.metrics() for p in kept[step.name]], score)
                  for step in planned],
         metric=metric.name,
         reused=reused,
@@ -552,10 +552,11 @@ def _label(step: PlannedRun) -> str:
 
 def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, list[tuple[int, Path, RunRecord]]],
               timings: dict[str, PassTimings], speed_config: SpeedConfig, scored: Scored,
-              teacher: Predictions, seq_len: int, task: TaskData) -> ComparedModel:
+              teacher: Predictions, seq_len: int, task: TaskData, seed_metrics: list[Metrics],
+              teacher_score: float) -> ComparedModel:
     """The comparison's row for one run: its model (its first seed's), its metric over its seeds with the
     intervals (and the other metrics shown, averaged over the seeds), its speed measured here, and the steps that
-    made it."""
+    made it; ``seed_metrics``: each seed's test metrics, ``teacher_score``: the teacher's of the metric."""
     _, run_dir, record = runs[step.name][0]
     student, timing, reference = record.student, timings[step.name], timings["teacher"]
     first = {name: made[0][1:] for name, made in runs.items()}
@@ -566,11 +567,10 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
     accuracy, retention = method_intervals(scored, teacher)
     _, q1, q3 = ratio_quartiles(_flat(reference.rounds_ms), _flat(timing.rounds_ms))   # the rounds' spread
     speedup, speedup_passes = pass_speedup(reference.rounds_ms, timing.rounds_ms)
-    seed_predictions = [load_predictions(d, r.predictions).metrics() for _, d, r in runs[step.name]]
-    name, teacher_score = scored.metric.name, teacher.metrics().score(scored.metric.name)
+    name = scored.metric.name
     per_seed = [SeedResult(seed, str(d), m.score(name), m.macro_f1, m.score(name) / teacher_score)
-                for (seed, d, _), m in zip(runs[step.name], seed_predictions, strict=True)]
-    scores = [shown_scores(m, scored.metric, task) for m in seed_predictions]
+                for (seed, d, _), m in zip(runs[step.name], seed_metrics, strict=True)]
+    scores = [shown_scores(m, scored.metric, task) for m in seed_metrics]
     return ComparedModel(
         method=step.name, label=" → ".join(labels), run_dir=str(run_dir),
         kind="pipeline" if len(step.steps) > 1 else record.kind, steps=list(step.steps),
