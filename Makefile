@@ -29,9 +29,10 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the browser test will be skipped (apt-get install chromium)."
 
-# One worker per CPU, each taking whole test files (a file's fixtures are built once, in one worker).
+# One worker per CPU, each taking whole test files (a file's fixtures are built once, in one worker), the longest
+# files first (their `minutes` marks; tests/conftest.py orders them).
 test: install browser
-	$(BIN)/python -m pytest -q -n auto --dist loadfile
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -82,9 +82,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs a CUDA device; collected everywhere, skipped where there is none "
                                        "(CI has none: benchmarks/gpu_check.sh runs them on a GPU)")
+    config.addinivalue_line("markers", "minutes(n): a test file that holds one CI worker about n minutes; files run "
+                                       "longest first, so the two workers end together")
+
+
+def _minutes(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("minutes")
+    return float(marker.args[0]) if marker else 0.0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Longest files first (a stable sort: each file's tests stay together and in order). `make test` hands whole
+    # files to the workers in this order (--dist loadfile --no-loadscope-reorder): a long file that started last
+    # would run on one worker while the other waits.
+    items.sort(key=lambda item: -_minutes(item))
     import torch
 
     if torch.cuda.is_available():

@@ -19,6 +19,8 @@ from compress.reports.records import Comparison
 from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs, run_dir_of
 from compress.training import run_precision
 
+pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py
+
 # Every run of the default set: its methods and pipelines with each intermediate step (distilbert+prune).
 DEFAULT_RUNS = [run.name for run in plan_runs(default_methods())]
 REUSED = [f"{name}@13" for name in DEFAULT_RUNS]   # every run of seed 13, by name and seed

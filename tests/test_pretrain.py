@@ -17,6 +17,8 @@ from compress.pretrain.masking import IGNORE, MaskingSpec, mask_tokens
 from compress.pretrain.run import PretrainConfig, _split_documents
 from compress.students.albert import AlbertOptions, build_albert
 
+pytestmark = pytest.mark.minutes(5)   # on one CI worker: see tests/conftest.py
+
 SPECIAL = (0, 101, 102)
 STORIES = [
     "The team won the match. The coach praised the players. Fans celebrated in the streets. The table changed.",

@@ -28,6 +28,8 @@ from compress.search.space import Candidate, Space, candidates, compresses_at_le
 from compress.train_config import TrainConfig
 from compress.training import out_of_reach
 
+pytestmark = pytest.mark.minutes(2)   # on one CI worker: see tests/conftest.py
+
 TEACHER_ARGS = ["--teacher-epochs", "8", "--teacher-lr", "3e-3", "--teacher-batch-size", "8", "--batch-size", "8",
                 "--threads", "1", "--repeats", "5"]
 

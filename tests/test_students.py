@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from helpers import padded_batch, tiny_config
 
@@ -9,6 +10,8 @@ from compress.models.encoder import Encoder
 from compress.students import AlbertOptions, TinyBertOptions, build_albert, build_tinybert
 from compress.students.init import factorize_embeddings
 from compress.teachers.registry import load_teacher, load_tokenizer
+
+pytestmark = pytest.mark.minutes(2)   # on one CI worker: see tests/conftest.py
 
 
 def _teacher() -> Encoder:

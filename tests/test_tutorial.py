@@ -20,6 +20,8 @@ from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.registry import get_method
 
+pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py
+
 TUTORIAL = REPO / "docs" / "tutorial.md"
 TEACHER_FLAGS = ("--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "16")
 FINETUNE_FLAGS = ("--epochs", "4", "--lr", "3e-3", "--batch-size", "16")   # the same fine-tuning as above
