@@ -168,12 +168,13 @@ def default_metric(regression: bool) -> TaskMetric:
 
 
 def also_reported(metric: TaskMetric, regression: bool, classes: int) -> tuple[TaskMetric, ...]:
-    """The metrics a report shows beside the chosen one, as the papers print the task: F1 and accuracy for a
-    two-class task, Pearson and Spearman for a regression."""
+    """The metrics a report shows beside the chosen one, as the papers print the task: accuracy, F1 and Matthews
+    correlation for a two-class task (which disagree where one class is rare), Pearson and Spearman for a
+    regression."""
     if regression:
         names = ("pearson", "spearman")
     elif classes == 2:
-        names = ("accuracy", "f1")
+        names = ("accuracy", "f1", "mcc")
     else:
         names = ("accuracy",)
     return tuple(METRICS[name] for name in names if name != metric.name)

@@ -59,6 +59,11 @@ def test_comparison_has_every_method_with_every_field(compared):
     assert {"prune", "prune-vocab", PRUNING_PIPELINE, "distilbert+prune", "albert[rank=48]",
             "albert[rank=48]+int8"} <= set(DEFAULT_RUNS)
     teacher = data["teacher"]
+    classes = data["dataset"]["test_classes"]   # what the report's constant answer is computed from
+    assert sum(classes.values()) == data["dataset"]["sizes"]["test"] and set(classes) == {"negative", "positive"}
+    # a two-class task shows accuracy, F1 and Matthews side by side, and says where they disagree
+    assert set(teacher["scores"]) == {"accuracy", "f1", "mcc"}
+    assert "## Every metric side by side" in (compared["out"] / "comparison.md").read_text()
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:
             assert isinstance(m[name], (int, float)) and m[name] > 0, (m["method"], name)

@@ -137,7 +137,7 @@ def test_resolve_metric_refuses_what_does_not_fit_the_task():
 
 
 def test_reports_show_what_the_papers_print_beside_the_chosen_metric():
-    assert [m.name for m in also_reported(METRICS["accuracy"], False, 2)] == ["f1"]
+    assert [m.name for m in also_reported(METRICS["accuracy"], False, 2)] == ["f1", "mcc"]
     assert [m.name for m in also_reported(METRICS["mcc"], False, 2)] == ["accuracy", "f1"]
     assert [m.name for m in also_reported(METRICS["pearson"], True, 1)] == ["spearman"]
     assert also_reported(METRICS["accuracy"], False, 5) == ()

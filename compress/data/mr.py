@@ -8,7 +8,8 @@ negative sentences of the original MR release; ids above 10312 are extra snippet
 polarity that are not part of MR and are dropped. For ``mr`` the label is the original MR
 polarity and the VADER score is ignored; ``mr-score`` is the regression task on the same
 sentences: the target is the VADER mean human score (-4 to +4, the mean of the raters' scores of
-Hutto & Gilbert 2014). This is the sentence set SST was built from; it is MR, not SST-2, and it
+Hutto & Gilbert 2014). ``mr-unbalanced`` is MR with five negatives in six dropped (every sixth negative id kept):
+a two-class task where one class is rare, on which accuracy, F1 and Matthews correlation disagree. This is the sentence set SST was built from; it is MR, not SST-2, and it
 has no official split (compress uses its fixed stratified split).
 """
 
@@ -66,6 +67,20 @@ def read(files_dir: Path) -> tuple[list[str], list[str], list[int]]:
     """
     ids, texts, _ = read_scores(files_dir)
     return ids, texts, [1 if int(example_id) <= LAST_POSITIVE_ID else 0 for example_id in ids]
+
+
+UNBALANCED_KEEP_EVERY = 6   # mr-unbalanced keeps negative ids 5153, 5159, ...: 860 of 5,160
+UNBALANCED_SIZE = LAST_POSITIVE_ID + (LAST_MR_ID - LAST_POSITIVE_ID + UNBALANCED_KEEP_EVERY - 1) // UNBALANCED_KEEP_EVERY
+UNBALANCED_SOURCE = LABEL_SOURCE + (f"; only every {UNBALANCED_KEEP_EVERY}th negative id kept (5153, 5159, ...), so "
+                                    "one sentence in seven is negative in every split")
+
+
+def read_unbalanced(files_dir: Path) -> tuple[list[str], list[str], list[int]]:
+    """MR with most negatives dropped: every positive sentence and every sixth negative one, by id, so the split
+    (stratified as for MR) has the same rare negative share in train, dev and test."""
+    kept = [(i, t, label) for i, t, label in zip(*read(files_dir), strict=True)
+            if label == 1 or (int(i) - LAST_POSITIVE_ID - 1) % UNBALANCED_KEEP_EVERY == 0]
+    return [i for i, _, _ in kept], [t for _, t, _ in kept], [label for _, _, label in kept]
 
 
 def read_scores(files_dir: Path) -> tuple[list[str], list[str], list[float]]:

@@ -1,4 +1,5 @@
-"""The registry of named datasets: ``mr`` (the default), ``bbc-news`` and ``mr-score`` (a regression on MR's sentences).
+"""The registry of named datasets: ``mr`` (the default), ``bbc-news``, ``mr-score`` (a regression on MR's sentences)
+and ``mr-unbalanced`` (MR with most negatives dropped: one class rare).
 
 Each entry says where its pinned archive lives, how to extract and read it, its size and its
 label names. :func:`load_named` fetches (or verifies the cache of) the archive and returns a
@@ -74,6 +75,9 @@ NAMED_DATASETS: dict[str, NamedDataset] = {
         NamedDataset(name="mr-score", title="MR sentences scored by people (Hutto & Gilbert 2014), a regression",
                      archive=mr.ARCHIVE, extract=mr.extract, read=mr.read_scores, size=mr.SIZE, label_names=(),
                      label_source=mr.SCORE_SOURCE, regression=True, shares="mr"),
+        NamedDataset(name="mr-unbalanced", title="MR sentences with five negatives in six dropped (one class rare)",
+                     archive=mr.ARCHIVE, extract=mr.extract, read=mr.read_unbalanced, size=mr.UNBALANCED_SIZE,
+                     label_names=tuple(mr.LABEL_NAMES), label_source=mr.UNBALANCED_SOURCE, shares="mr"),
     )
 }
 

@@ -39,6 +39,7 @@ from compress.reports.comparison_data import (
     read_comparison,
     validate_comparison,
 )
+from compress.reports.metric_agreement import metrics_section
 from compress.reports.plots import render_plots, steps_stem
 from compress.reports.records import Section
 from compress.reports.verdicts import front_names, verdicts
@@ -84,6 +85,7 @@ SPEEDUP_NOTES = {
                "teacher's median round over the model's in that pass, the speed-up the median of the passes', and "
                "in brackets the lowest and highest (its run-to-run spread)."),
 }
+METRICS_HEADING = "Every metric side by side (test, means over the seeds)"
 ONE_RUN = "¹"   # marks an interval over the test sentences only, in a comparison of several seeds
 
 NO_NUMBERS = ShownModel()   # a step of a pipeline that has no row of its own: nothing measured
@@ -394,6 +396,8 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     warnings = _warnings(shown)
     lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []
     lines += ["", "## How to read the table", ""] + [f"- {_md(note)}" for note in _notes(shown)]
+    if (metrics := metrics_section(shown)) is not None:
+        lines += ["", f"## {METRICS_HEADING}", "", *_md_section(metrics)]
     if shown.pipelines():
         lines += ["", "## What each step of a pipeline bought", ""]
         for pipeline in shown.pipelines():
@@ -597,6 +601,8 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
     parts += [f"<p>{html.escape(sentence)}</p>" for sentence in _front_sentences(shown)]
     parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(shown)]
     parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(shown)) + "</ul>")
+    if (metrics := metrics_section(shown)) is not None:
+        parts += [f"<h2>{METRICS_HEADING}</h2>", _html_section(metrics)]
     figures = _html_figures(shown, plots)
     if figures:
         parts += ["<h2>Plots</h2>", *figures]

@@ -275,6 +275,7 @@ class ShownDataset:
     name: str | None = None
     fingerprint: str | None = None
     sizes: dict[str, int | float | str] = field(default_factory=dict)   # split -> examples, as written
+    test_classes: dict[str, float] = field(default_factory=dict)        # label name -> test rows (none: not recorded)
 
     @property
     def test_size(self) -> int | float | None:
@@ -285,7 +286,9 @@ class ShownDataset:
     def from_json(cls, data: dict[str, object]) -> ShownDataset:
         sizes = _object(data.get("sizes"))
         return cls(name=_text(data.get("name")), fingerprint=_text(data.get("fingerprint")),
-                   sizes={k: v if isinstance(v, (int, float)) else str(v) for k, v in sizes.items()})
+                   sizes={k: v if isinstance(v, (int, float)) else str(v) for k, v in sizes.items()},
+                   test_classes={str(k): x for k, v in _object(data.get("test_classes")).items()
+                                 if (x := number(v)) is not None})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -100,6 +100,7 @@ class DatasetRecord:
     label_names: list[str] | None = None
     in_train: dict[str, int] | None = None     # dev/test rows whose text also occurs in train (None: none, or older)
     dropped: dict[str, int] | None = None      # dev/test rows --dedupe dropped for that reason
+    test_classes: dict[str, int] | None = None   # test rows by label name (None: a regression, or older)
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(asdict(self))

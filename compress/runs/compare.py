@@ -496,7 +496,10 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         speed={k: v for k, v in asdict(speed_config).items() if k != "warmup"} | {   # the rounds' own warm-up
             "passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP, "other_cpus": load_meanwhile.cpus,
             "speedup": "passes"} | ({"gpu": device_name(speed_config.device)} if speed_config.device == "cuda" else {}),
-        dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()}),
+        dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()},
+                              test_classes=None if task.regression else
+                              {name: list(task.splits["test"]["label"]).count(i)
+                               for i, name in enumerate(task.label_names)}),
         accuracy_standard_error=math.sqrt(accuracy * (1 - accuracy) / test_size) if test_size and accuracy else 0.0,
         manifest=manifest(threads=threads, seed=config.seeds[0], split_fingerprint=task.fingerprint),
         teacher=ComparedTeacher(
