@@ -49,7 +49,7 @@ def unavailable(method: QuantMethod, backend: str, device: str = "cpu") -> str |
     if device == "cuda":
         return gpu_unavailable(method.name, method.dtype, backend)
     if backend == "onnxruntime":
-        return onnx_backend.onnxruntime_available()
+        return onnx_backend.int4_available() if method.dtype == "int4" else onnx_backend.onnxruntime_available()
     if backend == "openvino":
         return onnx_backend.onnxruntime_available() or openvino_backend.openvino_available()
     return torch_backend.torch_int8_available() if method.dtype == "int8" else None
@@ -59,8 +59,8 @@ def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
     """None when the format ``name`` (of ``dtype``) on ``backend`` runs on a GPU here, else why not: PyTorch runs
     bf16 and fp16 there, ONNX Runtime the fp32 model where its CUDA execution provider is installed; the int8 formats
     compress makes (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's) and OpenVINO itself run on the CPU only."""
-    if dtype == "int8":
-        return f"{name} is made for the CPU's int8 kernels and has no GPU path in compress; time it with " \
+    if dtype in ("int8", "int4"):
+        return f"{name} is made for the CPU's integer kernels and has no GPU path in compress; time it with " \
                "--speed-device cpu."
     if backend == "torch":
         return None if dtype in torch_backend.HALF_DTYPES else f"{name} runs on the CPU only."
@@ -113,7 +113,9 @@ def write_artefact(
         else:
             fp32 = directory / "fp32.onnx"
             onnx_backend.export_onnx(model, fp32)
-            if method.calibrated:
+            if method.dtype == "int4":
+                onnx_backend.quantize_weights_int4(fp32, weights, _group_size(method))
+            elif method.calibrated:
                 onnx_backend.quantize_static_int8(fp32, weights, calibration)
             else:
                 onnx_backend.quantize_dynamic_int8(fp32, weights)
@@ -126,8 +128,15 @@ def write_artefact(
         as_ordinary_file(path)
     manifest = {"format": "compress-quantized", "version": FORMAT_VERSION, "method": method.name,
                 "backend": backend, "dtype": method.dtype, "weights": weights.name,
+                **({"group_size": method.group_size} if method.group_size else {}),
                 "encoder": model.config.to_dict(), "label_names": label_names}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+def _group_size(method: QuantMethod) -> int:
+    if method.group_size is None:
+        raise ValueError(f"{method.name} stores weights in groups and names no group size")
+    return method.group_size
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:

@@ -15,3 +15,4 @@ class QuantMethod:
     backends: tuple[str, ...]   # in order of preference when nothing was measured
     summary: str
     calibrated: bool = False    # activation ranges fixed in advance on calibration batches (static int8)
+    group_size: int | None = None   # weight-only formats (int4): weights sharing one scale, along the input channels

@@ -16,6 +16,11 @@ they are counted, not measured; what each backend stores was read off the artefa
   embedding table in int8 with one fp32 scale per output channel (per row of a table), no zero point;
   biases and layer norms stay fp32; the activations' ranges and SmoothQuant's per-channel factors (a few
   bytes a channel) are left out.
+* ONNX Runtime weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``): every linear weight but the pooler's
+  and classifier's (``Gemm``) in signed 4 bits, two to a byte, one fp32 scale per group of ``group_size`` input
+  channels of each output channel (the input channels padded up to whole groups), no zero point; every embedding
+  table in 4 bits with one fp32 scale per group of ``group_size`` columns of each row; biases, layer norms and the
+  heads stay fp32.
 * half precision: every tensor in 2 bytes (PyTorch: bf16 or fp16; OpenVINO's bf16: stored as fp16, widened
   when compiled); fp32 (PyTorch, ONNX, OpenVINO IR): 4 bytes.
 
@@ -54,6 +59,11 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
         "ONNX Runtime static int8 (QDQ): weights as in its dynamic int8 (int8 per output channel, embedding "
         "tables uint8 per table) except the pooler and classifier, which stay fp32; activations in uint8 with "
         "scales fixed in advance from calibration batches of training examples",
+    ("int4", "onnxruntime", False):
+        "ONNX Runtime weight-only int4: each linear weight -> round(w / s_g) in 4 bits (-8 to 7), one scale per "
+        "group g of group_size input channels of each output channel, s_g = max|w_g| / 8; each embedding table "
+        "alike, one scale per group of group_size columns of each row; the pooler and classifier, biases and layer "
+        "norms stay fp32; activations stay fp32 (quantized to int8 inside the 4-bit matmul)",
     ("bf16", "torch", False): "bf16: every tensor stored in 16 bits (8 exponent bits, like fp32, 7 mantissa bits)",
     ("fp16", "torch", False): "fp16: every tensor stored in 16 bits (5 exponent bits, 10 mantissa bits)",
     ("fp32", "onnxruntime", False): "ONNX fp32: the same fp32 tensors, exported to an ONNX graph",
@@ -102,6 +112,18 @@ def _int8_module_bytes(name: str, module: nn.Module, backend: str, calibrated: b
     return _own_elements(module) * FP32
 
 
+def _int4_module_bytes(name: str, module: nn.Module, group_size: int) -> int:
+    """Bytes of one module's own parameters under ONNX Runtime's weight-only int4 with ``group_size``."""
+    if isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+        groups = -(-module.in_features // group_size)
+        bias = module.bias.numel() * FP32 if module.bias is not None else 0
+        return module.out_features * groups * (group_size // 2 + SCALE) + bias
+    if isinstance(module, nn.Embedding):
+        rows, columns = module.weight.shape
+        return -(-rows * columns // 2) + rows * -(-columns // group_size) * SCALE
+    return _own_elements(module) * FP32
+
+
 def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False) -> int:
     """Parameters that int8 on ``backend`` leaves in fp32 (biases, layer norms, and what it does not quantize)."""
     model = _meta_encoder(config)
@@ -114,12 +136,16 @@ def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False)
     return sum(p.numel() for p in model.parameters()) - quantized
 
 
-def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bool = False) -> int:
+def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bool = False,
+                 group_size: int | None = None) -> int:
     """Bytes of the tensors the ``backend`` artefact of a ``dtype`` model of this shape stores (weights, scales,
-    zero points; no file structure). A module shared by several layers is stored once."""
+    zero points; no file structure). A module shared by several layers is stored once. ``group_size``: int4's
+    weights per scale."""
     model = _meta_encoder(config)
     if dtype in DTYPE_BYTES:
         return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
+    if dtype == "int4" and backend == "onnxruntime" and group_size:
+        return sum(_int4_module_bytes(name, module, group_size) for name, module in model.named_modules())
     if dtype != "int8" or backend not in ("torch", "onnxruntime", "openvino"):
         raise ValueError(f"no size model for {dtype} on {backend}")
     return sum(_int8_module_bytes(name, module, backend, calibrated) for name, module in model.named_modules())

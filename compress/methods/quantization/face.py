@@ -7,7 +7,7 @@ Each quantization method is a tiny module of ``formats/`` (``int8.py``, ``bf16.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
@@ -35,6 +35,29 @@ class QuantOptions:
     choose_by: str = field(default="latency", metadata={
         "help": "With --backend auto, what fastest means: latency (batch 1, a service answering one request at a "
                 "time) or throughput (batch 32, scoring many sentences at once)."})
+
+
+@dataclass
+class GroupedOptions(QuantOptions):
+    """A weight-only format's options: how many weights share one scale."""
+
+    group_size: int = field(default=32, metadata={
+        "help": "Weights that share one scale, along the input channels: 16, 32, 64, 128 or 256 (fewer: closer to "
+                "fp32, more bytes of scales: 32 adds one bit per weight, 128 a quarter).", "search": (32, 128)})
+
+    def __post_init__(self) -> None:
+        if self.group_size not in GROUP_SIZES:
+            raise CompressError(f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got "
+                                f"{self.group_size}.")
+
+
+GROUP_SIZES = (16, 32, 64, 128, 256)   # powers of two, as ONNX Runtime's 4-bit kernels take them
+
+
+def with_options(fmt: QuantMethod, options: Any) -> QuantMethod:
+    """``fmt`` as ``options`` set it (a weight-only format's group size)."""
+    group_size = getattr(options, "group_size", None)
+    return replace(fmt, group_size=group_size) if group_size is not None else fmt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,16 +89,15 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
     """Bytes of ``fmt`` on the teacher's shape, counted as the backend the run uses stores them
     (:mod:`compress.quantize.sizes`); the student column is the backend ``--backend`` names, for ``auto``
     the one tried first. Speed is left to the run, which measures it on this CPU."""
-    from dataclasses import replace
-
     from compress.quantize.artefacts import candidate_backends
     from compress.quantize.sizes import fp32_elements, scheme, stored_bytes
     from compress.reports.footprint import footprint, side_by_side
 
     asked = getattr(options, "backend", "auto")
+    fmt = with_options(fmt, options)
     backends = candidate_backends(fmt, asked)
     teacher = footprint(tc, seq_len)
-    student = replace(teacher, size_bytes=stored_bytes(tc, fmt.dtype, backends[0], fmt.calibrated))
+    student = replace(teacher, size_bytes=stored_bytes(tc, fmt.dtype, backends[0], fmt.calibrated, fmt.group_size))
     formula = [scheme(fmt.dtype, b, fmt.calibrated) for b in backends]
     notes = ["Quantization changes bytes and time, not parameters or FLOPs: the same multiplications "
              "run on narrower numbers."]
@@ -100,7 +122,7 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
     out = side_by_side("quantize", name, teacher, student, formula, notes)
     out["backend"] = backends[0]
     out["precisions"] = {"fp32": teacher.size_bytes} | {
-        f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated)
+        f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated, m.format.group_size)
         for m in all_methods("transform") if isinstance(m, Quantization) and m.format.dtype != "fp32"
         for b in m.format.backends}
     out["lines"] = ["size by precision: " + ", ".join(f"{k} {v / 1e6:,.1f} MB" for k, v in out["precisions"].items())]
@@ -124,16 +146,19 @@ def _speed_note(fmt: QuantMethod) -> str:
 
 
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
-                 why: str, calibrated: bool = False, follows_students: bool = False) -> Quantization:
+                 why: str, calibrated: bool = False, follows_students: bool = False,
+                 options: type[QuantOptions] = QuantOptions, in_compare_default: bool = True) -> Quantization:
     """Declare and register one quantization method. A half-precision one is compared by default only
-    where the CPU computes in its format (elsewhere it runs emulated, slower than fp32)."""
-    fmt = QuantMethod(name, dtype, backends, summary, calibrated)
+    where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
+    :class:`GroupedOptions` (its format's group size is their default)."""
+    fmt = QuantMethod(name, dtype, backends, summary, calibrated,
+                      group_size=getattr(options(), "group_size", None))
 
     def in_compare() -> bool:
         from compress.bench.machine import cpu_features
         from compress.quantize.torch_backend import HALF_DTYPES, half_available
 
-        return dtype not in HALF_DTYPES or half_available(dtype, cpu_features()) is None
+        return in_compare_default and (dtype not in HALF_DTYPES or half_available(dtype, cpu_features()) is None)
 
     def check(config: Any, options: QuantOptions) -> None:
         """Every check that needs no data, so a pipeline fails before its first step trains."""
@@ -152,24 +177,25 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     def apply(model: Any, options: QuantOptions, context: Context) -> Transformed:
         from compress.methods.quantization.verb import apply as quantize
 
-        return quantize(model, options, context, fmt)
+        return quantize(model, options, context, with_options(fmt, options))
 
     def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Any]:   # backend -> its maker
         from compress.methods.quantization.verb import probe as built
 
-        return built(model, options, context, fmt)
+        return built(model, options, context, with_options(fmt, options))
 
     def size(options: QuantOptions, shape: EncoderConfig) -> int:
         from compress.methods.quantization.verb import usable_backends
         from compress.quantize.sizes import stored_bytes
 
-        return min(stored_bytes(shape, dtype, b, calibrated) for b in usable_backends(fmt, options.backend)[0])
+        return min(stored_bytes(shape, dtype, b, calibrated, with_options(fmt, options).group_size)
+                   for b in usable_backends(fmt, options.backend)[0])
 
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
         return explain(fmt, teacher, tc, seq_len, options)
 
     return register(Quantization(
-        name=name, rank=rank, family="quantization", label=label, summary=summary, options=QuantOptions,
+        name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students, seeded=calibrated, run_kind="quantization",
         details=QuantDetails,

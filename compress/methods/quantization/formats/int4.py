@@ -1,0 +1,16 @@
+"""Post-training weight-only int4: weights and embedding tables in 4 bits, one scale per group of input channels
+(ONNX Runtime); activations stay fp32. Not compared by default: on the CPUs measured it saves bytes, not time."""
+
+from compress.methods.quantization.face import GroupedOptions, quantization
+
+METHOD = quantization(
+    name="int4", rank=112, dtype="int4", backends=("onnxruntime",), label="int4 weights", options=GroupedOptions,
+    in_compare_default=False,
+    summary="post-training weight-only int4: weights and embeddings in 4 bits, one scale per group of input "
+            "channels (ONNX Runtime)",
+    why="Weight-only quantization cuts bytes, not parameters: every weight is still there, stored in 4 bits with "
+        "one fp32 scale per group of input channels ({size:.2f}x fewer bytes than {against}; the scales add "
+        "32 / group_size bits a weight), and unpacked to compute. Activations stay fp32, so it saves memory "
+        "and download size more than time: ONNX Runtime's 4-bit matmul is no faster than its int8 one on a CPU "
+        "with int8 units (VNNI).",
+)

@@ -1,0 +1,101 @@
+"""Weight-only int4 on ONNX Runtime: the bytes it stores (shared weights once, padded groups), the rounding it
+applies (against a blockwise quantizer written here), and `compress run int4` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from helpers import make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+from onnx import numpy_helper
+from torch import nn
+
+from compress.methods.quantization import quant_format
+from compress.methods.quantization.face import with_options
+from compress.models.encoder import Encoder
+from compress.quantize.artefacts import load_artefact, read_manifest, write_artefact
+from compress.quantize.sizes import GEMM_MODULES, stored_bytes
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _model(**changes) -> Encoder:
+    """An encoder with distinct values everywhere (no two tensors alike, so the ONNX export merges none)."""
+    torch.manual_seed(0)
+    model = Encoder(tiny_config(vocab_size=1000, **changes)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def _int4(group_size: int):
+    return with_options(quant_format("int4"), type("Options", (), {"group_size": group_size})())
+
+
+def _rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Blockwise symmetric 4-bit rounding along the last axis, as int4's scheme says: per group, s = the weight of
+    largest magnitude / -8, q = round(w / s) clipped to [-8, 7], w' = q s."""
+    rows, columns = weight.shape
+    padded = torch.nn.functional.pad(weight, (0, -columns % group_size)).reshape(rows, -1, group_size)
+    largest = padded.gather(-1, padded.abs().argmax(-1, keepdim=True))
+    scale = largest / -8
+    q = torch.where(scale == 0, 0, padded / scale).round().clamp(-8, 7)
+    return (q * scale).reshape(rows, -1)[:, :columns]
+
+
+@pytest.mark.parametrize("changes", [{"sharing": "all", "embedding_size": 16, "hidden_size": 48},
+                                     {"sharing": "attention", "embedding_size": 32}])
+def test_the_bytes_stored_are_the_bytes_counted_and_no_fp32_weight_is_left(tmp_path, changes):
+    model = _model(**changes)   # shared layers (one weight, read by every layer) and groups padded (48 = 32 + 16)
+    write_artefact(_int4(32), "onnxruntime", model, tmp_path)
+    graph = onnx.load(str(tmp_path / "model.onnx")).graph
+    stored = sum(len(t.raw_data) if t.raw_data else numpy_helper.to_array(t).nbytes for t in graph.initializer)
+    assert stored == pytest.approx(stored_bytes(model.config, "int4", "onnxruntime", group_size=32), rel=0.002)
+    weights = {t.name for t in graph.initializer}
+    assert not [n.name for n in graph.node if n.op_type == "MatMul" and set(n.input) & weights]
+    projection = model.config.embedding_size != model.config.hidden_size
+    assert sum(n.op_type == "MatMulNBits" for n in graph.node) == 6 * model.config.num_layers + projection
+    assert read_manifest(tmp_path)["group_size"] == 32
+
+
+def test_onnx_runtime_rounds_as_the_scheme_says(tmp_path):
+    model = _model(hidden_size=64, ffn_size=128)
+    write_artefact(_int4(32), "onnxruntime", model, tmp_path)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 1000, (8, 16))
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    int4 = load_artefact(tmp_path, threads=1)(feeds)
+    rounded = _model(hidden_size=64, ffn_size=128)
+    with torch.no_grad():
+        for name, module in rounded.named_modules():
+            if (isinstance(module, nn.Linear) and name not in GEMM_MODULES) or isinstance(module, nn.Embedding):
+                module.weight.copy_(_rounded(module.weight, 32))   # a Linear's rows are its output channels
+
+        def logits(m: Encoder) -> np.ndarray:
+            return m(*(torch.from_numpy(feeds[k]) for k in INPUTS)).logits.numpy()
+
+        fp32, reference = logits(model), logits(rounded)
+    # ONNX Runtime's int4 is the rounding above (up to the int8 activations of its 4-bit matmul), far closer to it
+    # than to fp32
+    assert np.abs(int4 - reference).max() < 0.25 * np.abs(int4 - fp32).max()
+
+
+def test_compress_run_int4_writes_a_four_bit_model_and_refuses_a_bad_group_size(tmp_path):
+    teacher = make_tiny_teacher(tmp_path / "teacher", layers=2, hidden=64)
+    csv = write_tiny_csv(tmp_path / "tiny.csv")
+    env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
+    common = ["--teacher", str(teacher), "--dataset", str(csv), "--teacher-epochs", "1", "--threads", "1"]
+    done = run_cli("run", "int4[group_size=64]", *common, "--out", str(tmp_path / "run"), env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    student, teacher_record = metrics["student"], metrics["teacher"]
+    assert student["dtype"] == "int4" and student["backend"] == "onnxruntime"
+    assert student["params"] == teacher_record["params"] and student["size_bytes"] < teacher_record["size_bytes"] / 4
+    bad = run_cli("run", "int4[group_size=48]", *common, "--out", str(tmp_path / "bad"), env=env)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "group_size must be one of 16, 32, 64, 128, 256, got 48" in bad.stderr
+    assert not (tmp_path / "bad").exists()
