@@ -95,6 +95,19 @@ def test_candidates_follow_the_pipeline_rules():
     assert pruned.shape.num_layers == 3 and pruned.shape.heads == (1,) * 3
 
 
+def test_a_size_search_looks_through_int4_and_its_group_sizes_by_default_and_a_speed_search_does_not():
+    teacher = tiny_config(num_layers=6, num_labels=2)
+    size, latency = declared(teacher, objective="size"), declared(teacher, objective="latency")
+    assert size.values["int4"] == {"group_size": (32, 128)} and "int4" not in latency.values
+    found = {c.text for c in candidates(declared(teacher, ["distilbert", "int4"]), teacher, Context())}
+    assert {"distilbert+int4", "distilbert+int4[group_size=128]", "int4[group_size=128]"} <= found
+    # the size objective counts int4's bytes at each group size: a larger group stores fewer scales, unless the
+    # input channels are fewer than a group (32 here), which it pads
+    int4, wide = get_method("int4"), teacher.replace(embedding_size=256, hidden_size=256, ffn_size=512)
+    assert int4.size(int4.options(group_size=128), wide) < int4.size(int4.options(), wide)
+    assert int4.size(int4.options(group_size=128), teacher) > int4.size(int4.options(), teacher)
+
+
 @dataclass
 class Scaled(Details):
     factor: int

@@ -66,6 +66,8 @@ class Method:
               explain`, for the shape those options give.
     topic     the name `compress explain` lists it under (methods explained together share one).
     in_compare  whether `compress compare` runs it by default on this machine.
+    searched_for  the objectives (``size``) whose `compress search` space takes it by default where `compare` does
+              not (int4: fewer bytes, not more speed).
     run_kind  what its runs are, in metrics.json's ``kind`` and the plots' colours ("distillation", ...).
     details   its own record's class (a :class:`Details`), or None when it records nothing of its own.
     summary_lines      record -> the lines `compress run` prints under the common one (plain text).
@@ -84,6 +86,7 @@ class Method:
     explain: Callable[[str, EncoderConfig, int, Any], Explanation]
     topic: str = ""
     in_compare: Callable[[], bool] = lambda: True
+    searched_for: tuple[str, ...] = ()
     run_kind: str = "distillation"
     details: type[Details] | None = None
     summary_lines: Callable[[RunRecord], list[str]] = lambda record: []

@@ -135,9 +135,12 @@ class SearchConfig:
 
 
 def search_space(config: SearchConfig, teacher: EncoderConfig) -> Space:
-    """The space the config asks for: a file's or the methods' declared one, narrowed to ``--methods``."""
-    space = from_file(Path(config.space), teacher) if config.space else declared(teacher)
-    return narrowed(space, config.methods) if config.methods else space
+    """The space the config asks for: a file's narrowed to ``--methods``, or the declared one of ``--methods`` (of the
+    methods searched for the objective by default where none are named)."""
+    if config.space:
+        space = from_file(Path(config.space), teacher)
+        return narrowed(space, config.methods) if config.methods else space
+    return declared(teacher, config.methods, config.minimize)
 
 
 def check_out(out: Path) -> None:

@@ -62,14 +62,14 @@ def declared_values(method: Method, teacher: EncoderConfig) -> dict[str, tuple[A
     return found
 
 
-def declared(teacher: EncoderConfig, names: list[str] | None = None) -> Space:
-    """Every method that runs well on this machine (``in_compare``), or the ``names`` given, with the values each
-    declares."""
+def declared(teacher: EncoderConfig, names: list[str] | None = None, objective: str | None = None) -> Space:
+    """Every method that runs well on this machine (``in_compare``) or is searched for ``objective`` by default
+    (``searched_for``), or the ``names`` given, with the values each declares."""
     if names is not None:
         chosen = [get_method(name) for name in names]   # an unknown name fails here, in one line
         methods = [m for m in all_methods() if m in chosen]
     else:
-        methods = [m for m in all_methods() if m.in_compare()]
+        methods = [m for m in all_methods() if m.in_compare() or objective in m.searched_for]
     return Space({m.name: declared_values(m, teacher) for m in methods})
 
 

@@ -147,7 +147,8 @@ def _speed_note(fmt: QuantMethod) -> str:
 
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
                  why: str, calibrated: bool = False, follows_students: bool = False,
-                 options: type[QuantOptions] = QuantOptions, in_compare_default: bool = True) -> Quantization:
+                 options: type[QuantOptions] = QuantOptions, in_compare_default: bool = True,
+                 searched_for: tuple[str, ...] = ()) -> Quantization:
     """Declare and register one quantization method. A half-precision one is compared by default only
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
     :class:`GroupedOptions` (its format's group size is their default)."""
@@ -196,7 +197,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
-        why=why, explain=explain_this, topic="quantize", in_compare=in_compare, format=fmt, takes="fp32",
+        why=why, explain=explain_this, topic="quantize", in_compare=in_compare, searched_for=searched_for,
+        format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students, seeded=calibrated, run_kind="quantization",
         details=QuantDetails,
         summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply, probe=probe, size=size,
