@@ -56,7 +56,7 @@ from compress.stats import ratio_quartiles
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 
 # (method, backend) pairs of ours.
-VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("onnx", "onnxruntime"),
+VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("fp8", "torch"), ("onnx", "onnxruntime"),
             ("int8", "onnxruntime"), ("static-int8", "onnxruntime"), ("int4", "onnxruntime"), ("onnx", "openvino"),
             ("bf16", "openvino"),
             ("int8", "openvino")]

@@ -60,7 +60,7 @@ def _tensor_bytes(directory: Path, backend: str) -> int:
 
 def test_every_quantization_method_and_backend_is_checked():
     assert {("int8", "onnxruntime"), ("int8", "torch"), ("static-int8", "onnxruntime"), ("int4", "onnxruntime"),
-            ("bf16", "torch"),
+            ("bf16", "torch"), ("fp8", "torch"),
             ("fp16", "torch"), ("onnx", "onnxruntime"), ("int8", "openvino"), ("bf16", "openvino"),
             ("onnx", "openvino")} <= set(VARIANTS)
 

@@ -122,6 +122,8 @@ def write_artefact(
             fp32.unlink()
     elif method.dtype == "int8":
         torch_backend.save_int8(torch_backend.quantize_int8(model), weights)
+    elif method.dtype == "fp8":
+        torch_backend.save_fp8(torch_backend.to_fp8(model), weights)
     else:
         torch_backend.save_half(torch_backend.to_half(model, method.dtype), weights)
     for path in _files(directory, weights.name):
@@ -166,6 +168,8 @@ def load_artefact(directory: Path, threads: int, spinning: bool = False, device:
     config = EncoderConfig.from_dict(manifest["encoder"])
     if manifest["dtype"] == "int8":
         return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")
+    if manifest["dtype"] == "fp8":
+        return TorchPredictor(torch_backend.load_fp8(weights, config), dtype="fp8", device=device)
     return TorchPredictor(torch_backend.load_half(weights, config, manifest["dtype"]), dtype=manifest["dtype"],
                           device=device)
 

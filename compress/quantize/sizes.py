@@ -21,6 +21,8 @@ they are counted, not measured; what each backend stores was read off the artefa
   channels of each output channel (the input channels padded up to whole groups), no zero point; every embedding
   table in 4 bits with one fp32 scale per group of ``group_size`` columns of each row; biases, layer norms and the
   heads stay fp32.
+* PyTorch float8 (e4m3): every linear weight and embedding table in one byte per weight with one fp32 scale per
+  row (per output channel, per token); biases and layer norms stay fp32.
 * half precision: every tensor in 2 bytes (PyTorch: bf16 or fp16; OpenVINO's bf16: stored as fp16, widened
   when compiled); fp32 (PyTorch, ONNX, OpenVINO IR): 4 bytes.
 
@@ -64,6 +66,11 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
         "group g of group_size input channels of each output channel, s_g = max|w_g| / 8; each embedding table "
         "alike, one scale per group of group_size columns of each row; the pooler and classifier, biases and layer "
         "norms stay fp32; activations stay fp32 (quantized to int8 inside the 4-bit matmul)",
+    ("fp8", "torch", False):
+        "float8 e4m3: each linear weight and embedding table -> w / s_c rounded to e4m3 (4 exponent bits, 3 mantissa "
+        "bits, at most 448), one fp32 scale per row c (output channel, token), s_c = max|w_c| / 448; biases and "
+        "layer norms stay fp32; widened to fp32 when loaded (no CPU computes in float8), so it saves bytes on disk, "
+        "not time or memory at run time",
     ("bf16", "torch", False): "bf16: every tensor stored in 16 bits (8 exponent bits, like fp32, 7 mantissa bits)",
     ("fp16", "torch", False): "fp16: every tensor stored in 16 bits (5 exponent bits, 10 mantissa bits)",
     ("fp32", "onnxruntime", False): "ONNX fp32: the same fp32 tensors, exported to an ONNX graph",
@@ -124,6 +131,14 @@ def _int4_module_bytes(name: str, module: nn.Module, group_size: int) -> int:
     return _own_elements(module) * FP32
 
 
+def _fp8_module_bytes(module: nn.Module) -> int:
+    """Bytes of one module's own parameters under float8: a matrix's weights one byte each plus a scale per row."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        return module.weight.numel() + module.weight.shape[0] * SCALE + \
+            sum(p.numel() for n, p in module.named_parameters(recurse=False) if n != "weight") * FP32
+    return _own_elements(module) * FP32
+
+
 def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False) -> int:
     """Parameters that int8 on ``backend`` leaves in fp32 (biases, layer norms, and what it does not quantize)."""
     model = _meta_encoder(config)
@@ -144,6 +159,8 @@ def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bo
     model = _meta_encoder(config)
     if dtype in DTYPE_BYTES:
         return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
+    if dtype == "fp8" and backend == "torch":
+        return sum(_fp8_module_bytes(module) for module in model.modules())
     if dtype == "int4" and backend == "onnxruntime" and group_size:
         return sum(_int4_module_bytes(name, module, group_size) for name, module in model.named_modules())
     if dtype != "int8" or backend not in ("torch", "onnxruntime", "openvino"):

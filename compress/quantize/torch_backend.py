@@ -7,6 +7,10 @@ biases and the remaining fp32 tensors, so its size on disk is the deployed size.
 
 Half precision casts every tensor to bf16 (or fp16) and halves the bytes; it is fast only where
 the CPU computes in that format natively (AVX512-BF16 or AMX for bf16; AVX512-FP16 or AMX-FP16 for fp16).
+
+float8 (e4m3) stores every linear weight and embedding table in one byte per weight with one fp32 scale per output
+channel (per row of a table); biases and layer norms stay fp32. No CPU computes in float8: the weights are widened to
+fp32 when loaded, so float8 saves bytes on disk and in transit here, not time or memory at run time.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _INT8 = ".weight_int8"
 _SCALE = ".weight_scale"
 _ZERO = ".weight_zero_point"
+_FP8 = ".weight_fp8"
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max   # 448: e4m3 has 4 exponent bits, 3 mantissa bits, no infinities
 
 
 def _dynamic_quantize(model: nn.Module) -> nn.Module:
@@ -117,4 +124,49 @@ def save_half(model: Encoder, path: Path) -> None:
 def load_half(path: Path, config: EncoderConfig, dtype: str) -> Encoder:
     model = Encoder(config).to(HALF_DTYPES[dtype])
     model.load_state_dict(load_file(str(path)))
+    return model.eval()
+
+
+def _fp8_matrices(model: nn.Module) -> dict[str, nn.Module]:
+    """The modules whose weight float8 stores: every linear layer and embedding table (each shared one once)."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Embedding))}
+
+
+def to_fp8(model: Encoder) -> dict[str, torch.Tensor]:
+    """``model``'s tensors as float8 stores them: each matrix's rows scaled into e4m3's range (s_c = max|w_c| / 448,
+    one fp32 scale per row: per output channel of a linear layer, per token of a table) and rounded to e4m3; every
+    other tensor fp32."""
+    matrices = _fp8_matrices(model)
+    tensors: dict[str, torch.Tensor] = {}
+    for name, module in matrices.items():
+        weight = module.weight.detach().float()
+        scale = weight.abs().amax(dim=1, keepdim=True) / FP8_MAX
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))   # a row of zeros stays zeros
+        tensors[name + _FP8] = (weight / scale).to(FP8).contiguous()
+        tensors[name + _SCALE] = scale.squeeze(1).contiguous()
+    weights = {name + ".weight" for name in matrices}
+    for key, value in model.state_dict().items():
+        if key not in weights and key not in tensors:
+            tensors[key] = value.detach().float().contiguous()
+    return tensors
+
+
+def save_fp8(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    save_file(tensors, str(path))
+
+
+def load_fp8(path: Path, config: EncoderConfig) -> Encoder:
+    """The encoder written by :func:`save_fp8`, its float8 weights widened to fp32 (each times its row's scale)."""
+    tensors = load_file(str(path))
+    model = Encoder(config)
+    state = {k: v for k, v in tensors.items() if not k.endswith((_FP8, _SCALE))}
+    for key in tensors:
+        if key.endswith(_FP8):
+            name = key[: -len(_FP8)]
+            state[name + ".weight"] = tensors[key].float() * tensors[name + _SCALE].unsqueeze(1)
+    model.load_state_dict(state, strict=False)
+    missing = set(model.state_dict()) - set(state)
+    if missing:
+        raise CompressError(f"{path} lacks {len(missing)} of the model's tensors ({sorted(missing)[0]}, ...); "
+                            "it was not written by this compress.")
     return model.eval()

@@ -1,5 +1,6 @@
-"""Weight-only int4 on ONNX Runtime: the bytes it stores (shared weights once, padded groups), the rounding it
-applies (against a blockwise quantizer written here), and `compress run int4` end to end."""
+"""Below 8 bits and in float8: int4 weights on ONNX Runtime (the bytes it stores, shared weights once and groups
+padded; its rounding against a blockwise quantizer written here; `compress run int4` end to end) and float8 weights
+(every stored value an e4m3 number, enumerated here from its bit layout; the rounding within e4m3's precision)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from compress.methods.quantization.face import with_options
 from compress.models.encoder import Encoder
 from compress.quantize.artefacts import load_artefact, read_manifest, write_artefact
 from compress.quantize.sizes import GEMM_MODULES, stored_bytes
+from compress.quantize.torch_backend import load_fp8, save_fp8, to_fp8
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -99,3 +101,32 @@ def test_compress_run_int4_writes_a_four_bit_model_and_refuses_a_bad_group_size(
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "group_size must be one of 16, 32, 64, 128, 256, got 48" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def _e4m3_values() -> np.ndarray:
+    """Every finite e4m3 (fn) number, from its bits: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+    subnormal, and the all-ones pattern (exponent 15, mantissa 7) is NaN."""
+    magnitudes = [m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+                  for e in range(16) for m in range(8) if (e, m) != (15, 7)]
+    return np.unique(np.concatenate([magnitudes, np.negative(magnitudes)]))
+
+
+def test_float8_stores_e4m3_numbers_one_scale_a_row_and_rounds_within_their_precision(tmp_path):
+    model = _model(sharing="attention", hidden_size=64, ffn_size=128)
+    tensors = to_fp8(model)
+    values = _e4m3_values()
+    assert values.max() == 448 and len(values) == 2 * 127 - 1   # 0 once: +0 and -0 are one number
+    query = model.attention[0].query.weight.detach()
+    stored, scale = tensors["attention.0.query.weight_fp8"].float(), tensors["attention.0.query.weight_scale"]
+    assert np.isin(stored.numpy(), values).all()
+    assert torch.equal(stored.abs().amax(dim=1), torch.full((query.shape[0],), 448.0))   # each row's largest: 448
+    restored = stored * scale[:, None]
+    normal = (query / scale[:, None]).abs() >= 2 ** -6
+    error = (restored - query).abs()
+    assert (error[normal] <= 2 ** -4 * query.abs()[normal] + 1e-9).all()   # 3 mantissa bits: half a step, 1/16
+    assert (error[~normal] <= 2 ** -10 * scale[:, None].expand_as(query)[~normal] + 1e-12).all()
+    # written and read back: every weight of the model is the restored one, the rest fp32 as it was
+    save_fp8(tensors, tmp_path / "model.safetensors")
+    loaded = load_fp8(tmp_path / "model.safetensors", model.config)
+    assert torch.equal(loaded.attention[0].query.weight, restored)
+    assert torch.equal(loaded.attention[0].query.bias, model.attention[0].query.bias)
