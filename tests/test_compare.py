@@ -62,7 +62,11 @@ def test_comparison_has_every_method_with_every_field(compared):
     classes = data["dataset"]["test_classes"]   # what the report's constant answer is computed from
     assert sum(classes.values()) == data["dataset"]["sizes"]["test"] and set(classes) == {"negative", "positive"}
     # a two-class task shows accuracy, F1 and Matthews side by side, and says where they disagree
-    assert set(teacher["scores"]) == {"accuracy", "f1", "mcc"}
+    assert set(teacher["scores"]) == {"accuracy", "f1", "mcc"} == set(teacher["score_intervals"])
+    for m in data["methods"]:   # each metric's interval, bootstrapped as the comparison's own (accuracy's: the same)
+        assert set(m["score_intervals"]) == set(m["retention_intervals"]) == {"accuracy", "f1", "mcc"}
+        assert m["score_intervals"]["accuracy"] == m["accuracy_interval"]
+        assert m["retention_intervals"]["accuracy"] == m["retention_interval"]
     assert "## Every metric side by side" in (compared["out"] / "comparison.md").read_text()
     for m in data["methods"]:
         for name in REQUIRED_METHOD_FIELDS:

@@ -53,6 +53,12 @@ def test_a_row_that_gives_up_on_the_rare_class_is_named_and_the_crossed_order_sa
     headers, rows = metric_table(comparison)
     assert headers[1:4] == ["accuracy (×100)", "F1 (×100)", "Matthews (×100)"]
     assert rows[1] == ["distilbert", "88.0", "93.0", "52.0", "97.8", "98.9", "86.7"]
+    # intervals, where the comparison recorded them, beside each score and retention
+    data = _comparison([_model("int8", 0.87, 0.925, 0.56)], RARE_NEGATIVES)
+    data["methods"][0] |= {"score_intervals": {"mcc": {"estimate": 0.56, "low": 0.48, "high": 0.63}},
+                           "retention_intervals": {"mcc": {"estimate": 0.933, "low": 0.85, "high": 1.01}}}
+    _, rows = metric_table(read_comparison(data))
+    assert rows[1] == ["int8", "87.0", "92.5", "56.0 (48.0–63.0)", "96.7", "98.4", "93.3 (85.0–101.0)"]
 
 
 def test_metrics_that_agree_are_said_to_and_one_metric_has_no_section():

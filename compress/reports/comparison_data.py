@@ -91,6 +91,11 @@ def _object(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
+def _intervals(value: object) -> dict[str, ShownInterval]:
+    """A metric -> interval object's well-formed intervals."""
+    return {str(k): found for k, v in _object(value).items() if (found := ShownInterval.read(v)) is not None}
+
+
 def _strings(value: object, what: str) -> list[str]:
     """A list of table cells or sentences as text; a null cell is "–", like any value not measured."""
     if value is None:
@@ -155,6 +160,7 @@ class ShownModel:
     latency_passes: tuple[tuple[float, ...], ...] = ()   # batch-1 latency in each round of each pass, ms; a
                                                          # schema 3 record before passes: its rounds as one
     scores: dict[str, float] = field(default_factory=dict)   # the metric and those shown beside it, by name
+    score_intervals: dict[str, ShownInterval] = field(default_factory=dict)   # of each of scores (none: older)
 
     @property
     def latency_rounds(self) -> tuple[float, ...]:
@@ -169,7 +175,8 @@ class ShownModel:
         return {key: number(data.get(key))
                 for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")} | {
             "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")), "latency_passes": rounds,
-            "scores": {str(k): x for k, v in _object(data.get("scores")).items() if (x := number(v)) is not None}}
+            "scores": {str(k): x for k, v in _object(data.get("scores")).items() if (x := number(v)) is not None},
+            "score_intervals": _intervals(data.get("score_intervals"))}
 
     @staticmethod
     def _components(data: dict[str, object]) -> dict[str, float | None] | None:
@@ -205,6 +212,7 @@ class ShownMethod(ShownModel):
     steps: tuple[str, ...] = ()         # a pipeline's rows from its first step to this one (schema 2)
     sections: tuple[Section, ...] = ()  # its own part of the report, under its explanation
     retention_interval: ShownInterval | None = None     # schema 3
+    retention_intervals: dict[str, ShownInterval] = field(default_factory=dict)   # of each of scores (none: older)
     speedup_iqr: tuple[float, float] | None = None      # schema 3: the per-round ratios' quartiles
     speedup_passes: tuple[float, ...] = ()              # each pass's speed-up (timed in passes)
     per_seed: tuple[ShownSeed, ...] = ()                # schema 3: one entry per run (per seed)
@@ -226,6 +234,7 @@ class ShownMethod(ShownModel):
                    steps=tuple(str(step) for step in steps) if isinstance(steps, list) else (),
                    sections=_sections(method, data),
                    retention_interval=ShownInterval.read(data.get("retention_interval")),
+                   retention_intervals=_intervals(data.get("retention_intervals")),
                    speedup_iqr=iqr if len(iqr := _numbers(data.get("speedup_iqr"))) == 2 else None,
                    speedup_passes=_numbers(data.get("speedup_passes")),
                    per_seed=tuple(ShownSeed(_as_given(r.get("seed")), number(r.get("accuracy")),

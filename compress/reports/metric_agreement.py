@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from compress.reports.comparison_data import ShownComparison, ShownModel
+from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
 from compress.reports.records import Section
 from compress.task_metrics import METRICS
 
@@ -51,20 +51,24 @@ def _retention(model: ShownModel, teacher: ShownModel, name: str) -> float | Non
     return model.scores[name] / teacher.scores[name] if teacher.scores[name] > 0 else None
 
 
-def _cell(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
+def _cell(value: float | None, interval: ShownInterval | None = None) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:.1f}" + (f" ({100 * interval.low:.1f}–{100 * interval.high:.1f})" if interval else "")
 
 
 def metric_table(comparison: ShownComparison) -> tuple[list[str], list[list[str]]] | None:
-    """Headers and rows: the teacher and each method, its score (×100) and retention (%) in every metric shown;
-    None where the comparison shows one metric only."""
+    """Headers and rows: the teacher and each method, its score (×100) and retention (%) in every metric shown, each
+    with its 95% interval where recorded; None where the comparison shows one metric only."""
     names, teacher = shown_metrics(comparison), comparison.teacher
     if len(names) < 2 or teacher is None:
         return None
     headers = ["method", *(f"{_title(n)} (×100)" for n in names), *(f"{_title(n)} retention (%)" for n in names)]
-    rows = [[f"teacher: {teacher.name or '?'}", *(_cell(teacher.scores[n]) for n in names),
+    rows = [[f"teacher: {teacher.name or '?'}", *(_cell(teacher.scores[n], teacher.score_intervals.get(n))
+                                                  for n in names),
              *(_cell(1.0 if teacher.scores[n] > 0 else None) for n in names)]]
-    rows += [[m.method, *(_cell(m.scores[n]) for n in names), *(_cell(_retention(m, teacher, n)) for n in names)]
+    rows += [[m.method, *(_cell(m.scores[n], m.score_intervals.get(n)) for n in names),
+              *(_cell(_retention(m, teacher, n), m.retention_intervals.get(n)) for n in names)]
              for m in comparison.methods]
     return headers, rows
 

@@ -350,6 +350,7 @@ class ComparedMeasures:
     latency_passes_ms: list[list[float]] = field(default_factory=list)   # batch-1 latency, each pass's rounds
     scores: dict[str, float] = field(default_factory=dict)   # the metric and those shown beside it (F1 and
                                                             # accuracy, Pearson and Spearman), seeds averaged
+    score_intervals: dict[str, IntervalRecord] = field(default_factory=dict)   # each of scores', as accuracy_interval
 
     @property
     def latency_rounds_ms(self) -> list[float]:
@@ -381,6 +382,7 @@ class ComparedModel(ComparedMeasures):
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
     sections: list[Section] = field(default_factory=list)   # the own part of its last step that has one
     retention_interval: IntervalRecord | None = None
+    retention_intervals: dict[str, IntervalRecord] = field(default_factory=dict)   # of each of scores, paired
     speedup_iqr: list[float] | None = None  # [q1, q3] of the per-round ratios
     speedup_passes: list[float] = field(default_factory=list)   # each pass's speed-up: its interval is their range
     per_seed: list[SeedResult] = field(default_factory=list)  # one entry: a run that does not depend on the seed

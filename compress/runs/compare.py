@@ -40,7 +40,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,7 @@ from compress.reports.records import (
     ComparedTeacher,
     Comparison,
     DatasetRecord,
+    IntervalRecord,
     RunRecord,
     Section,
     SeedResult,
@@ -90,6 +91,7 @@ from compress.runs.paired import (
     differences,
     method_evidence,
     method_intervals,
+    score_interval,
     teacher_evidence,
     teacher_interval,
 )
@@ -506,10 +508,12 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
             size_bytes=teacher_record.size_bytes, accuracy=score, macro_f1=teacher_metrics.macro_f1,
             scores=shown_scores(teacher_metrics, metric, task),
+            score_intervals={m.name: teacher_interval(teacher_predictions, m) for m in shown_metrics(metric, task)},
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
             accuracy_interval=teacher_interval(teacher_predictions, metric)),
-        methods=[_compared(step, by_name, runs, timings, speed_config, scored[step.name], teacher_predictions,
-                           seq_len, task, [p.metrics() for p in kept[step.name]], score)
+        methods=[replace(_compared(step, by_name, runs, timings, speed_config, scored[step.name],
+                                   teacher_predictions, seq_len, task, [p.metrics() for p in kept[step.name]], score),
+                         **_shown_intervals(step.name, kept[step.name], teacher_predictions, metric, task))
                  for step in planned],
         metric=metric.name,
         reused=reused,
@@ -593,10 +597,28 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
     )
 
 
-def shown_scores(metrics: Metrics, metric: TaskMetric, task: TaskData) -> dict[str, float]:
+def shown_metrics(metric: TaskMetric, task: TaskData) -> tuple[TaskMetric, ...]:
     """The comparison's metric and those the papers print beside it (:func:`compress.task_metrics.also_reported`)."""
-    return {m.name: metrics.score(m.name)
-            for m in (metric, *also_reported(metric, task.regression, task.num_labels))}
+    return metric, *also_reported(metric, task.regression, task.num_labels)
+
+
+def shown_scores(metrics: Metrics, metric: TaskMetric, task: TaskData) -> dict[str, float]:
+    return {m.name: metrics.score(m.name) for m in shown_metrics(metric, task)}
+
+
+def _shown_intervals(name: str, runs: list[Predictions], teacher: Predictions, metric: TaskMetric,
+                     task: TaskData) -> dict[str, dict[str, IntervalRecord]]:
+    """A row's intervals of every metric shown, its score's and its retention's (bootstrapped as the comparison's
+    own metric is), as the row's fields ``score_intervals`` and ``retention_intervals``; no retention where the
+    teacher's score is not above 0 (a Matthews of 0: a teacher that always gives one answer)."""
+    teacher_scores, scores, retentions = teacher.metrics(), {}, {}
+    for m in shown_metrics(metric, task):
+        evidence = method_evidence(name, runs, teacher, m)
+        if teacher_scores.score(m.name) > 0:
+            scores[m.name], retentions[m.name] = method_intervals(evidence, teacher)
+        else:
+            scores[m.name] = score_interval(evidence)
+    return {"score_intervals": scores, "retention_intervals": retentions}
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -51,9 +51,14 @@ def teacher_interval(teacher: Predictions, metric: TaskMetric = ACCURACY) -> Int
     return record(metric_interval(teacher_evidence(teacher, metric)))
 
 
+def score_interval(runs: Scored) -> IntervalRecord:
+    """A method's metric with its interval."""
+    return record(metric_interval(runs))
+
+
 def method_intervals(runs: Scored, teacher: Predictions) -> tuple[IntervalRecord, IntervalRecord]:
     """A method's metric and its retention of the teacher's, each with its interval."""
-    return record(metric_interval(runs)), record(retention_interval(runs, teacher_evidence(teacher, runs.metric)))
+    return score_interval(runs), record(retention_interval(runs, teacher_evidence(teacher, runs.metric)))
 
 
 def differences(scored: dict[str, Scored]) -> list[Difference]:
