@@ -235,7 +235,7 @@ def test_backend_choice_is_checked():
     with pytest.raises(CompressError, match="unknown backend 'tensorrt'"):
         artefacts.candidate_backends(quant_format("int8"), "tensorrt")
     with pytest.raises(CompressError, match="known: int8"):
-        quant_format("int4")
+        quant_format("int3")
 
 
 def test_auto_keeps_the_fastest_backend_of_those_that_keep_the_accuracy():

@@ -366,7 +366,7 @@ def test_a_pipeline_name_gives_the_runs_of_then(tiny):
     ("args", "expected"),
     [
         (("int8+distilbert",), "distilbert trains a student and can only be a pipeline's first step"),
-        (("distilbert+int4",), "unknown method 'int4'"),
+        (("distilbert+int3",), "unknown method 'int3'"),
         (("distilbert[sharing=all]+int8",), "--sharing do(es) not apply to distilbert"),
         (("distilbert+int8[embedding_size=3]",), "--embedding-size do(es) not apply to int8"),
         (("distilbert+int8", "--then", "onnx"), "onnx cannot follow int8"),

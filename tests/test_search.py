@@ -345,6 +345,9 @@ def test_every_declared_range_goes_from_the_mildest_compression_to_the_harshest(
             sizes = []
             for value in values:
                 options = method.make_options({key: value})
+                if getattr(method, "shape", True) is None:   # a quantization keeps every parameter: bytes change
+                    sizes.append(method.size(options, teacher))
+                    continue
                 shape = method.student_config(teacher, options) if isinstance(method, StudentMethod) else \
                     method.shape(options, teacher, Context())
                 sizes.append(count_parameters(shape).total)
