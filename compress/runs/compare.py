@@ -493,6 +493,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     teacher_metrics = teacher_predictions.metrics()
     score = teacher_metrics.score(metric.name)
     accuracy = teacher_metrics.accuracy
+    teacher_intervals = {m.name: teacher_interval(teacher_predictions, m) for m in shown_metrics(metric, task)}
     comparison = Comparison(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
         speed={k: v for k, v in asdict(speed_config).items() if k != "warmup"} | {   # the rounds' own warm-up
@@ -507,13 +508,13 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         teacher=ComparedTeacher(
             name=config.teacher, params=teacher_record.params, params_by_component=teacher_record.params_by_component,
             size_bytes=teacher_record.size_bytes, accuracy=score, macro_f1=teacher_metrics.macro_f1,
-            scores=shown_scores(teacher_metrics, metric, task),
-            score_intervals={m.name: teacher_interval(teacher_predictions, m) for m in shown_metrics(metric, task)},
+            scores=shown_scores(teacher_metrics, metric, task), score_intervals=teacher_intervals,
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
-            accuracy_interval=teacher_interval(teacher_predictions, metric)),
-        methods=[replace(_compared(step, by_name, runs, timings, speed_config, scored[step.name],
-                                   teacher_predictions, seq_len, task, [p.metrics() for p in kept[step.name]], score),
-                         **_shown_intervals(step.name, kept[step.name], teacher_predictions, metric, task))
+            accuracy_interval=teacher_intervals[metric.name]),
+        methods=[_with_shown_intervals(
+                    _compared(step, by_name, runs, timings, speed_config, scored[step.name], teacher_predictions,
+                              seq_len, task, [p.metrics() for p in kept[step.name]], score),
+                    kept[step.name], teacher_predictions, teacher_metrics, metric, task)
                  for step in planned],
         metric=metric.name,
         reused=reused,
@@ -606,19 +607,20 @@ def shown_scores(metrics: Metrics, metric: TaskMetric, task: TaskData) -> dict[s
     return {m.name: metrics.score(m.name) for m in shown_metrics(metric, task)}
 
 
-def _shown_intervals(name: str, runs: list[Predictions], teacher: Predictions, metric: TaskMetric,
-                     task: TaskData) -> dict[str, dict[str, IntervalRecord]]:
-    """A row's intervals of every metric shown, its score's and its retention's (bootstrapped as the comparison's
-    own metric is), as the row's fields ``score_intervals`` and ``retention_intervals``; no retention where the
-    teacher's score is not above 0 (a Matthews of 0: a teacher that always gives one answer)."""
-    teacher_scores, scores, retentions = teacher.metrics(), {}, {}
-    for m in shown_metrics(metric, task):
-        evidence = method_evidence(name, runs, teacher, m)
-        if teacher_scores.score(m.name) > 0:
-            scores[m.name], retentions[m.name] = method_intervals(evidence, teacher)
+def _with_shown_intervals(row: ComparedModel, runs: list[Predictions], teacher: Predictions,
+                          teacher_metrics: Metrics, metric: TaskMetric, task: TaskData) -> ComparedModel:
+    """``row`` with its intervals of every metric shown, its score's and its retention's: the comparison's own metric's
+    as the row has them, each other bootstrapped the same way; no retention where the teacher's score is not above 0
+    (a Matthews of 0: a teacher that always gives one answer)."""
+    scores = {metric.name: row.accuracy_interval} if row.accuracy_interval else {}
+    retentions = {metric.name: row.retention_interval} if row.retention_interval else {}
+    for other in also_reported(metric, task.regression, task.num_labels):
+        evidence = method_evidence(row.method, runs, teacher, other)
+        if teacher_metrics.score(other.name) > 0:
+            scores[other.name], retentions[other.name] = method_intervals(evidence, teacher)
         else:
-            scores[m.name] = score_interval(evidence)
-    return {"score_intervals": scores, "retention_intervals": retentions}
+            scores[other.name] = score_interval(evidence)
+    return replace(row, score_intervals=scores, retention_intervals=retentions)
 
 
 def _mean(values: list[float | None]) -> float | None:
