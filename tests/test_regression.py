@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -203,3 +204,39 @@ def test_one_table_across_a_regression_and_a_classification(regression_data):
     page = render_results(kept)
     assert "across 2 tasks" in page and "| model | scores.csv (Pearson) | reviews.csv (accuracy) | mean |" in page
     assert "](tasks/" not in page                  # no link to a comparison that is not beside the page
+
+
+def test_compare_passes_its_column_and_task_options_to_the_data(regression_data):
+    out = regression_data["root"] / "named"
+    done = run_cli("compare", "--dataset", "mr", "--task", "regression", "--methods", "int8", "--out", str(out))
+    assert_refused_before_work(done, "--task applies to files and hub datasets, not to the named dataset 'mr'", out)
+
+
+def test_a_search_on_a_regression_selects_on_its_metric_with_the_columns_given(regression_data, tmp_path):
+    renamed = tmp_path / "renamed.csv"
+    with open(regression_data["csv"], newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))[1:]
+    with open(renamed, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["sentence", "score"], *rows])
+    space = tmp_path / "space.toml"
+    space.write_text('[int8]\nbackend = "onnxruntime"\n')   # a candidate that trains nothing: the test is the bar
+    out = tmp_path / "search"
+    done = run_cli("search", "--teacher", str(regression_data["teacher"]), "--dataset", str(renamed),
+                   "--text-column", "sentence", "--label-column", "score", "--metric", "spearman",
+                   "--minimize", "size", "--space", str(space), "--seeds", "1", "--against", "none",
+                   "--finalists", "1", "--budget", "20m", "--seq-len", "32", "--out", str(out),
+                   *[a for a in FAST if a not in ("--epochs", "2")])
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "search.json").read_text())
+    assert record["metric"] == "spearman" and record["status"] == "complete"
+    assert record["teacher_dev_accuracy"] > 0.5       # the teacher's Spearman on the held-out sentences: it learned
+    assert record["bar"] == pytest.approx(0.97 * record["teacher_dev_accuracy"])
+    assert "resolve a retention of the teacher's Spearman near 97%" in done.stderr and 0 < record["resolution"] < 1
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["metric"] == "spearman"         # the finals are judged on the same metric
+    for row in comparison["methods"]:                 # every finalist read the columns asked for
+        run = json.loads((Path(row["run_dir"]) / "config.json").read_text())["run"]
+        assert (run["text_column"], run["label_column"], run["metric"]) == ("sentence", "score", "spearman")
+    markdown = (out / "search.md").read_text()
+    assert "| test Spearman |" in markdown
+    assert re.search(r"every test sentence: Spearman -?\d\.\d{3} \(", markdown)   # a correlation, not a percentage

@@ -193,7 +193,7 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--min-retention", "1.5"], "--min-retention is a share of the teacher's accuracy in (0, 1]"),
+    (["--min-retention", "1.5"], "--min-retention is a share of the teacher's score in (0, 1]"),
     (["--minimize", "energy"], "'energy' is not an objective compress can measure"),
     (["--batch-size", "1", "--budget", "1s"], "one full training of the cheapest candidate"),
     (["--seq-len", "65"], "--seq-len must be between 2 and the teacher's 64 positions"),
@@ -285,7 +285,7 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     task = load_task(str(tiny["csv"]))
     held_out = 2 * len(task.splits["dev"])
     assert record["selection"] == "held-out" and 0 < record["resolution"] < 1
-    assert f"{held_out:,} held-out sentences resolve a retention near 97%" in done.stderr
+    assert f"{held_out:,} held-out sentences resolve a retention of the teacher's accuracy near 97%" in done.stderr
     assert all(_metrics(out)[name] == mtime for name, mtime in kept.items())
     by_text = {c["text"]: c for c in record["candidates"]}
     assert len(by_text) == 7 and by_text[record["chosen"]]["fidelity"] == "final"

@@ -26,6 +26,9 @@ TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning 
 TEACHER_LAYER_DECAY = typer.Option(None, help="Layer-wise lr decay of teacher fine-tuning (default 0.8; 1 for a "
                                               "teacher with random weights, which learns in every layer).")
 DEVICE = typer.Option("auto", help="Where the runs train: auto, cpu or cuda.")
+TEXT_COLUMN = typer.Option(None, help="Text column of a file or hub dataset (default: text, else sentence).")
+TEXT_PAIR_COLUMN = typer.Option(None, help="Second text column (sentence-pair tasks; default: text_pair if present).")
+LABEL_COLUMN = typer.Option(None, help="Label column of a file or hub dataset (default: label).")
 TASK = typer.Option("auto", "--task", help="What a file's labels are: auto (numbers with fractions are a regression's "
                                              "targets, anything else classes), classification or regression.")
 METRIC = typer.Option(None, help="The task's metric: accuracy, macro_f1, f1 (the positive class of two), mcc "

@@ -17,15 +17,19 @@ from compress.cli.common import (
     DEVICE,
     EXECUTOR,
     GPUS_PER_RUN,
+    LABEL_COLUMN,
     METRIC,
     PRECISION,
     REPEATS,
     SEQ_LEN,
     SPEED_DEVICE,
+    TASK,
     TEACHER_BATCH_SIZE,
     TEACHER_EPOCHS,
     TEACHER_LAYER_DECAY,
     TEACHER_LR,
+    TEXT_COLUMN,
+    TEXT_PAIR_COLUMN,
     THREADS,
     console,
     err_console,
@@ -47,6 +51,10 @@ def compare(
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d",
                                 help="Dataset name or file; several separated by commas (mr,bbc-news,mr-score) "
                                      "compare every method on each and write one table across them (tasks.md)."),
+    text_column: str | None = TEXT_COLUMN,
+    text_pair_column: str | None = TEXT_PAIR_COLUMN,
+    label_column: str | None = LABEL_COLUMN,
+    task: str = TASK,
     dedupe: bool = typer.Option(False, help="Drop the dev and test rows whose text also occurs in the training split."),
     # Help text is rich markup: \\[ shows a bracket ([sharing=...] alone would be read as a style).
     methods: str | None = typer.Option(
@@ -138,7 +146,9 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         declared = {k: v for k, v in declared.items() if k not in ("seed", "seeds")}
     s = given | {k: v for k, v in declared.items() if k not in explicit}
     config = CompareConfig(
-        teacher=s["teacher"], dataset=s["dataset"] if isinstance(s["dataset"], str) else ",".join(s["dataset"]), dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
+        teacher=s["teacher"], dataset=s["dataset"] if isinstance(s["dataset"], str) else ",".join(s["dataset"]),
+        text_column=s["text_column"], text_pair_column=s["text_pair_column"], label_column=s["label_column"],
+        task=s["task"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
         batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
         seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
         hold_out=s["hold_out"], precision=s["precision"], metric=s["metric"],

@@ -12,11 +12,14 @@ import typer
 from rich.markup import escape
 
 from compress.cli.common import (
+    LABEL_COLUMN,
     METRIC,
     PRECISION,
     SPEED_DEVICE,
     TASK,
     TEACHER_LAYER_DECAY,
+    TEXT_COLUMN,
+    TEXT_PAIR_COLUMN,
     console,
     print_json,
     teacher_finetune,
@@ -77,9 +80,9 @@ def _settings() -> list[tuple[str, Any, Any]]:
                                        "distilbert+int8, albert\\[sharing=attention,embedding_size=256]+int8.")),
         ("teacher", str, O(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or hub id.")),
         ("dataset", str, O(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG].")),
-        ("text_column", str | None, O(None, help="Text column of a file dataset.")),
-        ("text_pair_column", str | None, O(None, help="Second text column (sentence-pair tasks).")),
-        ("label_column", str | None, O(None, help="Label column of a file dataset.")),
+        ("text_column", str | None, TEXT_COLUMN),
+        ("text_pair_column", str | None, TEXT_PAIR_COLUMN),
+        ("label_column", str | None, LABEL_COLUMN),
         ("task", str, TASK),
         ("dedupe", bool, O(False, help="Drop the dev and test rows whose text also occurs in the training split.")),
         ("epochs", int | None, O(None, help="Epochs of every training stage (default: the method's).")),

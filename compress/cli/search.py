@@ -1,4 +1,4 @@
-"""`compress search`: the fastest (or smallest) model that keeps a share of the teacher's accuracy."""
+"""`compress search`: the fastest (or smallest) model that keeps a share of the teacher's score."""
 
 from __future__ import annotations
 
@@ -14,12 +14,18 @@ from compress.cli.common import (
     DEVICE,
     EXECUTOR,
     GPUS_PER_RUN,
+    LABEL_COLUMN,
+    METRIC,
     PRECISION,
     REPEATS,
     SEQ_LEN,
+    TASK,
     TEACHER_BATCH_SIZE,
     TEACHER_EPOCHS,
+    TEACHER_LAYER_DECAY,
     TEACHER_LR,
+    TEXT_COLUMN,
+    TEXT_PAIR_COLUMN,
     THREADS,
     console,
     err_console,
@@ -33,8 +39,8 @@ from compress.teachers.registry import DEFAULT_TEACHER
 def search(
     minimize: str = typer.Option("latency", help="What to make smallest: latency (batch 1), throughput (batch 32, "
                                                  "as time per example) or size (bytes on disk)."),
-    min_retention: float = typer.Option(0.97, help="The share of the teacher's accuracy a model must keep, in "
-                                                   "(0, 1]."),
+    min_retention: float = typer.Option(0.97, help="The share of the teacher's score (in --metric) a model must "
+                                                   "keep, in (0, 1]."),
     select_on: str = typer.Option("held-out", help="What the search selects on: held-out (training sentences held "
                                                    "out, which nothing trains or picks an epoch on) or dev."),
     selection_size: int | None = typer.Option(None, help="Training sentences held out to select on (default: twice "
@@ -52,7 +58,12 @@ def search(
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t", help="Teacher alias, checkpoint directory or "
                                                                          "hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name or file."),
+    text_column: str | None = TEXT_COLUMN,
+    text_pair_column: str | None = TEXT_PAIR_COLUMN,
+    label_column: str | None = LABEL_COLUMN,
+    task: str = TASK,
     dedupe: bool = typer.Option(False, help="Drop the dev and test rows whose text also occurs in the training split."),
+    metric: str | None = METRIC,
     out: str | None = typer.Option(None, help="Search directory (default: runs/search-TEACHER-DATASET); also a "
                                               "comparison directory, so compress compare --out reuses its runs."),
     batch_size: int = typer.Option(32, help="Training batch size."),
@@ -62,6 +73,7 @@ def search(
     teacher_epochs: int | None = TEACHER_EPOCHS,
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
+    teacher_layer_decay: float | None = TEACHER_LAYER_DECAY,
     device: str = DEVICE,
     precision: str = PRECISION,
     executor: str = EXECUTOR,
@@ -70,7 +82,7 @@ def search(
     gpus_per_run: float = GPUS_PER_RUN,
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
-    """Find the fastest (or smallest) model that keeps --min-retention of the teacher's accuracy: candidates across
+    """Find the fastest (or smallest) model that keeps --min-retention of the teacher's score: candidates across
     every method and pipeline, timed untrained, trained in order of the objective until two meet the bar on
     held-out training sentences, then the best with every seed, judged on test against a reference."""
     from compress.registry.pipeline import split_list
@@ -83,9 +95,12 @@ def search(
                           selection_size=selection_size, budget_s=parse_budget(budget),
                           seeds=parse_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
                           against=None if against.lower() == "none" else against, finalists=finalists,
-                          teacher=teacher, dataset=dataset, dedupe=dedupe, out=out, batch_size=batch_size,
+                          teacher=teacher, dataset=dataset, text_column=text_column,
+                          text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe,
+                          metric=metric, out=out, batch_size=batch_size,
                           threads=threads, seq_len=seq_len, repeats=repeats, device=device, precision=precision,
-                          teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size),
+                          teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size,
+                                                           teacher_layer_decay),
                           executor=Executor(executor, address, cpus_per_run, gpus_per_run),
                           command=shlex.join(["compress", *sys.argv[1:]]))
     directory, record = run_search(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),

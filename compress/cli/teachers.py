@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compress.cli.common import TASK, console, print_json
+from compress.cli.common import LABEL_COLUMN, TASK, TEXT_COLUMN, TEXT_PAIR_COLUMN, console, print_json
 from compress.data.named import DEFAULT_DATASET
 from compress.errors import CompressError
 from compress.teachers.registry import DEFAULT_TEACHER, TEACHERS, weights_available
@@ -98,9 +98,9 @@ def finetune(
     teacher: str = typer.Option(DEFAULT_TEACHER, "--teacher", "-t",
                                 help="Teacher alias, checkpoint directory or hub id."),
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", "-d", help="Dataset name, file, or hf:NAME[:CONFIG]."),
-    text_column: str | None = typer.Option(None, help="Text column of a file dataset."),
-    text_pair_column: str | None = typer.Option(None, help="Second text column (sentence-pair tasks)."),
-    label_column: str | None = typer.Option(None, help="Label column of a file dataset."),
+    text_column: str | None = TEXT_COLUMN,
+    text_pair_column: str | None = TEXT_PAIR_COLUMN,
+    label_column: str | None = LABEL_COLUMN,
     task_kind: str = TASK,
     epochs: int = typer.Option(FinetuneConfig().train.epochs, help="Training epochs (the best dev epoch is kept)."),
     batch_size: int = typer.Option(FinetuneConfig().train.batch_size, help="Training batch size."),

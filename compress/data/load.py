@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Protocol
 
 from compress.data.hub import PREFIX as HUB_PREFIX
 from compress.data.hub import load_hub, parse_hub_spec
@@ -17,6 +18,24 @@ TASKS = ("auto", "classification", "regression")   # what --task takes
 _WARNED: set[tuple[str, bool]] = set()
 """(fingerprint, dedupe) of the tasks already reported in this process: a pipeline or a comparison loads
 its task once per run, and the user needs the line once."""
+
+
+class NamesDataset(Protocol):
+    """A config that names a dataset and how its columns are read (a run's, a comparison's, a search's)."""
+
+    dataset: str
+    text_column: str | None
+    text_pair_column: str | None
+    label_column: str | None
+    task: str
+    dedupe: bool
+
+
+def dataset_args(config: NamesDataset) -> dict[str, Any]:
+    """What :func:`load_task` and :func:`check_dataset` take from ``config``."""
+    return {"name_or_path": config.dataset, "text_column": config.text_column,
+            "text_pair_column": config.text_pair_column, "label_column": config.label_column,
+            "dedupe": config.dedupe, "task": config.task}
 
 
 def load_task(

@@ -53,7 +53,7 @@ from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import device_name, manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
 from compress.bench.timing import default_threads
-from compress.data.load import check_dataset, load_task
+from compress.data.load import check_dataset, dataset_args, load_task
 from compress.data.task import TaskData
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
@@ -130,7 +130,11 @@ def default_methods() -> list[str]:
 @dataclass
 class CompareConfig:
     teacher: str = DEFAULT_TEACHER
-    dataset: str = "mr"
+    dataset: str = "mr"                 # a name or file; several, separated by commas (compress.runs.across_tasks)
+    text_column: str | None = None      # how a file's or hub dataset's columns are read (compress.data.load)
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    task: str = "auto"                  # a file's labels: auto (fractions: a regression), classification, regression
     dedupe: bool = False                # drop dev/test rows whose text occurs in train
     methods: list[str] = field(default_factory=default_methods)   # methods and pipelines
     out: str | None = None
@@ -156,7 +160,9 @@ class CompareConfig:
         """What comparison.json's ``config`` records: the settings, named as the command's options, that make the
         same comparison again (``compress compare --like``; :mod:`compress.runs.declared`)."""
         train = self.teacher_finetune.train
-        return {"teacher": self.teacher, "dataset": self.dataset, "dedupe": self.dedupe, "methods": list(self.methods),
+        return {"teacher": self.teacher, "dataset": self.dataset, "text_column": self.text_column,
+                "text_pair_column": self.text_pair_column, "label_column": self.label_column, "task": self.task,
+                "dedupe": self.dedupe, "methods": list(self.methods),
                 "epochs": self.epochs, "batch_size": self.batch_size, "seeds": list(self.seeds),
                 "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
@@ -257,7 +263,9 @@ def _run_config(config: CompareConfig, planned: PlannedRun, target: str, directo
                 seed: int | None = None) -> RunConfig:
     student = planned.method.kind == "student"
     return RunConfig(method=planned.method.name, options=planned.options, teacher=config.teacher,
-                     dataset=config.dataset, dedupe=config.dedupe, epochs=config.epochs if student else None,
+                     dataset=config.dataset, text_column=config.text_column, text_pair_column=config.text_pair_column,
+                     label_column=config.label_column, task=config.task, dedupe=config.dedupe,
+                     epochs=config.epochs if student else None,
                      batch_size=config.batch_size, seed=config.seeds[0] if seed is None else seed,
                      device=config.device, precision=config.precision, threads=config.threads,
                      speed_device=config.speed_device, hold_out=config.hold_out, metric=config.metric,
@@ -413,11 +421,11 @@ def check_comparison(config: CompareConfig) -> CheckedComparison:
     # bad values fail here, before training
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats, device=config.speed_device)
     check_seq_len(config.seq_len, teacher_config(config.teacher).max_positions)
-    check_dataset(config.dataset, dedupe=config.dedupe)
+    check_dataset(**dataset_args(config))
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     runs = plan_seeds(planned, config.seeds)
     check_out(out, runs)
-    task = load_task(config.dataset, dedupe=config.dedupe).hold_out(config.hold_out)
+    task = load_task(**dataset_args(config)).hold_out(config.hold_out)
     resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)   # fits the task: before work
     return CheckedComparison(config, planned, runs, task, out, threads, speed_config)
 

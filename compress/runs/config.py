@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compress.data.load import check_dataset, load_task
+from compress.data.load import check_dataset, dataset_args, load_task
 from compress.data.task import TaskData
 from compress.device import check_speed_device
 from compress.distributed import world
@@ -75,7 +75,7 @@ class RunConfig:
             if value is not None and value < 1:
                 raise CompressError(f"{flag} must be a positive integer, got {value}.")
         if self.stop_below is not None and not 0 < self.stop_below <= 1:
-            raise CompressError(f"--stop-below is a dev accuracy in (0, 1], got {self.stop_below}.")
+            raise CompressError(f"--stop-below is a dev score in (0, 1], got {self.stop_below}.")
         if self.lr is not None and not self.lr > 0:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
         if self.checkpoint_every < 0:
@@ -195,24 +195,17 @@ def run_directory(out: Path) -> Iterator[Path]:
             yield Path(tmp)
 
 
-def _dataset(config: RunConfig) -> dict[str, Any]:
-    """The dataset a run names, as :func:`load_task` and :func:`check_dataset` take it."""
-    return {"name_or_path": config.dataset, "text_column": config.text_column,
-            "text_pair_column": config.text_pair_column, "label_column": config.label_column,
-            "dedupe": config.dedupe, "task": config.task}
-
-
 def run_task(config: RunConfig) -> TaskData:
     """The task a run reads: its dataset with its column choices, less the training examples it holds out.
 
     Raises:
         CompressError: ``--metric`` does not score the task (one sentence).
     """
-    task = load_task(**_dataset(config)).hold_out(config.hold_out)
+    task = load_task(**dataset_args(config)).hold_out(config.hold_out)
     resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
     return task
 
 
 def check_task(config: RunConfig) -> None:
     """Refuse a dataset :func:`run_task` could not load, without fetching it (a local file is read)."""
-    check_dataset(**_dataset(config))
+    check_dataset(**dataset_args(config))

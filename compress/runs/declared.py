@@ -34,7 +34,8 @@ from compress.registry.pipeline import Pipeline, Step, parse
 
 # Every setting a file may declare, with the types its value may have (a command line's option names).
 SETTINGS: dict[str, tuple[type, ...]] = {
-    "teacher": (str,), "dataset": (str, list), "dedupe": (bool,), "methods": (list, str), "out": (str,),
+    "teacher": (str,), "dataset": (str, list), "text_column": (str,), "text_pair_column": (str,),
+    "label_column": (str,), "task": (str,), "dedupe": (bool,), "methods": (list, str), "out": (str,),
     "epochs": (int,), "batch_size": (int,), "seed": (int,), "seeds": (list, int, str), "threads": (int,),
     "seq_len": (int,), "repeats": (int,), "teacher_epochs": (int,), "teacher_lr": (float, int),
     "teacher_batch_size": (int,), "teacher_layer_decay": (float, int), "device": (str,), "speed_device": (str,),

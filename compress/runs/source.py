@@ -21,8 +21,8 @@ from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, token
 from compress.teachers.registry import load_tokenizer
 
 # What a transform takes from the run it transforms: its teacher and its data, as that run read them (a run made
-# before hold_out existed held nothing out).
-SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "dedupe", "hold_out")
+# before hold_out or task existed held nothing out and read its labels as auto does).
+SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "task", "dedupe", "hold_out")
 
 
 @dataclass

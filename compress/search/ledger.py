@@ -103,8 +103,8 @@ class SearchRecord:
     cpu: str
     threads: int
     seq_len: int
-    teacher_dev_accuracy: float | None = None
-    bar: float | None = None            # the dev accuracy a candidate needs: min_retention x the teacher's
+    teacher_dev_accuracy: float | None = None   # the teacher's score, in ``metric``, on the selection sentences
+    bar: float | None = None            # the score a candidate needs there: min_retention x the teacher's
     resolution: float | None = None     # the half-width of a retention's paired interval near the bar on the
                                         # selection sentences, known before training (selection_resolution)
     selection: str = "dev"              # what it selected on: "held-out" training sentences, or "dev" (the dev_*
@@ -121,6 +121,7 @@ class SearchRecord:
     differences: dict[str, list[float]] = field(default_factory=dict)   # "a - b" -> [estimate, low, high] points
     against: str | None = None
     notes: list[str] = field(default_factory=list)
+    metric: str = "accuracy"            # what the bar, retention and every interval are of (a task metric's name)
     schema_version: int = SEARCH_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from matplotlib.figure import Figure
 from compress.paths import atomic_write_text
 from compress.reports.comparison import CSS, _atomic_write_bytes
 from compress.search.ledger import DISAGREEMENT, FIDELITIES, CandidateRecord, SearchRecord
+from compress.search.resolution import DEVIATION
+from compress.task_metrics import METRICS
 
 OBJECTIVE_NAMES = {"latency": "batch-1 latency (ms)", "throughput": "time per example at batch 32 (ms)",
                    "size": "size (MB)"}
@@ -27,8 +29,22 @@ def _objective(record: SearchRecord, value: float | None) -> str:
     return f"{value / 1e6:.2f} MB" if record.minimize == "size" else f"{value:.3f} ms"
 
 
+def _metric(record: SearchRecord) -> str:
+    """The name of what the bar is a share of, as the report's sentences say it (``accuracy``, ``Pearson``)."""
+    return METRICS[record.metric].title
+
+
+def _score(record: SearchRecord, value: float) -> str:
+    """A score in the search's metric: a share as a percentage, a correlation (Matthews, Pearson, Spearman) as is."""
+    return f"{value:.1%}" if record.metric in ("accuracy", "f1", "macro_f1") else f"{value:.3f}"
+
+
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
+
+
+def _scores(record: SearchRecord, values: list[float]) -> str:
+    return f"{_score(record, values[0])} to {_score(record, values[1])}" if values else "–"
 
 
 def _interval(values: list[float]) -> str:
@@ -48,8 +64,9 @@ def verdict_lines(record: SearchRecord) -> list[str]:
     lines = [f"Chosen: {record.chosen} (run directory {record.chosen_run})."]
     if final is not None:
         seeds = len(record.seeds)
-        lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: accuracy "
-                     f"{final.accuracy:.1%} ({_interval(final.accuracy_interval)}), retention {final.retention:.1%} "
+        lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: {_metric(record)} "
+                     f"{_score(record, final.accuracy)} ({_scores(record, final.accuracy_interval)}), retention "
+                     f"{final.retention:.1%} "
                      f"of the teacher ({_interval(final.retention_interval)}); {final.speedup:.2f}x the teacher's "
                      f"speed at batch 1 ({final.speedup_spread()}), "
                      f"{final.throughput_speedup:.2f}x its throughput, {final.size_bytes / 1e6:.2f} MB.")
@@ -72,19 +89,20 @@ def verdict_lines(record: SearchRecord) -> list[str]:
         if paired & set(record.differences):
             estimate, low, high = _signed(record, reference.text)
             told = "cannot be told apart" if low <= 0 <= high else "differ beyond the interval"
-            parts.append(f"accuracy {estimate:+.1f} points ({low:+.1f} to {high:+.1f}): {told}")
+            parts.append(f"{_metric(record)} {estimate:+.1f} points ({low:+.1f} to {high:+.1f}): {told}")
         lines.append(f"Against {reference.text} (the reference, same seeds): " + "; ".join(parts) + ".")
     if chosen is not None and chosen.dev_retention is not None:
         trained = sum(1 for c in record.candidates if c.fidelity in ("partial", "full", "final"))
-        lines.append(f"Its selection accuracy ({_percent(chosen.dev_accuracy)}, {_percent(chosen.dev_retention)} of "
-                     f"the teacher's) is what chose it among {trained} trained candidates, so it is biased upward by "
-                     "the selection; the test interval above is not: it comes from seeds and sentences the search "
+        score = "–" if chosen.dev_accuracy is None else _score(record, chosen.dev_accuracy)
+        lines.append(f"Its selection {_metric(record)} ({score}, "
+                     f"{_percent(chosen.dev_retention)} of the teacher's) is what chose it among {trained} trained "
+                     "candidates, so it is biased upward by the selection; the test interval above is not: it comes from seeds and sentences the search "
                      "never selected on.")
     return lines
 
 
 def _signed(record: SearchRecord, reference: str) -> tuple[float, float, float]:
-    """The chosen model's accuracy minus the reference's, in points, with its interval."""
+    """The chosen model's score minus the reference's, in points, with its interval."""
     found = record.differences.get(f"{record.chosen} - {reference}")
     if found:
         return found[0] * 100, found[1] * 100, found[2] * 100
@@ -108,10 +126,12 @@ def time_line(record: SearchRecord) -> str:
 def resolution_line(record: SearchRecord, sentences: int) -> str:
     """How finely the selection evidence resolves a retention near the bar, in words a user can act on."""
     bar, half = record.min_retention, record.resolution or 0.0
-    return (f"selection evidence: {sentences:,} {record.selection} sentences resolve a retention near {bar:.0%} to "
-            f"+-{half:.1%} "
-            f"(for a candidate that differs from the teacher on {DISAGREEMENT:.0%} of them): {bar:.0%} cannot be told "
-            f"from {bar - half:.1%} or from {bar + half:.1%} there")
+    candidate = f"whose values depart from the teacher's by {DEVIATION:.0%} of their spread" \
+        if record.metric in ("pearson", "spearman") else f"that answers otherwise than the teacher on " \
+        f"{DISAGREEMENT:.0%} of them"
+    return (f"selection evidence: {sentences:,} {record.selection} sentences resolve a retention of the teacher's "
+            f"{_metric(record)} near {bar:.0%} to +-{half:.1%} (for a candidate {candidate}): {bar:.0%} cannot be "
+            f"told from {bar - half:.1%} or from {bar + half:.1%} there")
 
 
 def count_line(record: SearchRecord) -> str:
@@ -126,7 +146,8 @@ def summary_lines(record: SearchRecord) -> list[str]:
     """What `compress search` prints."""
     bar = f"{record.bar:.4f}" if record.bar is not None else "?"
     return [f"search ({record.status}): minimize {record.minimize} keeping {record.min_retention:.0%} of the "
-            f"teacher's accuracy on the {record.selection} sentences (an accuracy of {bar}; a retention there is "
+            f"teacher's {_metric(record)} on the {record.selection} sentences (a {_metric(record)} of {bar}; a "
+            f"retention there is "
             f"resolved to "
             f"+-{record.resolution or 0:.1%})", *verdict_lines(record), count_line(record), time_line(record)]
 
@@ -147,8 +168,9 @@ def path(record: SearchRecord) -> list[CandidateRecord]:
 
 PATH_HEADERS = ("#", "candidate", "objective", "reached", "selection retention", "what happened", "seconds")
 FRONT_HEADERS = ("candidate", "objective", "selection retention (95% interval, one seed)", "params (M)", "size (MB)")
-FINAL_HEADERS = ("model", "role", "selection retention (every seed)", "test accuracy", "test retention",
-                 "speed-up (batch 1)", "size (MB)")
+def final_headers(record: SearchRecord) -> tuple[str, ...]:
+    return ("model", "role", "selection retention (every seed)", f"test {_metric(record)}", "test retention",
+            "speed-up (batch 1)", "size (MB)")
 
 
 def _path_rows(record: SearchRecord) -> list[list[str]]:
@@ -164,7 +186,7 @@ def _front_rows(record: SearchRecord) -> list[list[str]]:
 
 def _final_rows(record: SearchRecord) -> list[list[str]]:
     return [[f.text, f.role, f"{f.dev_retention:.1%} ({_interval(f.dev_retention_interval)})",
-             f"{f.accuracy:.1%} ({_interval(f.accuracy_interval)})",
+             f"{_score(record, f.accuracy)} ({_scores(record, f.accuracy_interval)})",
              f"{f.retention:.1%} ({_interval(f.retention_interval)})",
              f"{f.speedup:.2f}x ({f.speedup_spread()})", f"{f.size_bytes / 1e6:.2f}"]
             for f in record.finals]
@@ -178,7 +200,7 @@ def _sections(record: SearchRecord) -> list[tuple[str, list[str], tuple[str, ...
         ("Answer", verdict_lines(record), (), []),
         ("The finals", ["The chosen model, the other candidates kept (best first) and the reference, each trained "
                         "with every seed and compared on test in one process (comparison.md has the whole "
-                        "comparison); selection retention over every seed is what chose."], FINAL_HEADERS,
+                        "comparison); selection retention over every seed is what chose."], final_headers(record),
          _final_rows(record)),
         ("How the search went", [count_line(record), time_line(record), *record.notes], (), []),
         ("The frontier found", ["Candidates trained to the end that no other beats on both the objective and "
@@ -196,7 +218,7 @@ def _title(record: SearchRecord) -> str:
 
 
 def _context(record: SearchRecord) -> str:
-    bar = f"an accuracy of {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of the " \
+    bar = f"a {_metric(record)} of {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of the " \
           f"teacher's {record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
     made = f"Made by `{record.command}`" if record.command else "Made from Python"
     return (f"{made} on {record.cpu}, {record.threads} threads, sequence length {record.seq_len}, "

@@ -52,7 +52,7 @@ from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
 from compress.data.batching import choose_max_length, tokenize_task
-from compress.data.load import check_dataset, load_task
+from compress.data.load import check_dataset, dataset_args, load_task
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
@@ -67,6 +67,7 @@ from compress.search.probe import OBJECTIVES, Probes
 from compress.search.report import write_search_report
 from compress.search.space import Space, candidates, declared, from_file, narrowed
 from compress.search.walk import EVAL_SHARE, Clock, Walk, format_seconds, least_training
+from compress.task_metrics import TaskMetric, resolve_metric
 from compress.teachers.finetune import FinetuneConfig, finetuned_here
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
 from compress.train_config import DEFAULT_SEED
@@ -104,7 +105,12 @@ class SearchConfig:
     finalists: int = FINALISTS
     teacher: str = DEFAULT_TEACHER
     dataset: str = "mr"
+    text_column: str | None = None       # how a file's or hub dataset's columns are read (compress.data.load)
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    task: str = "auto"
     dedupe: bool = False
+    metric: str | None = None            # what the bar is a share of (None: the task's default, accuracy or Pearson)
     out: str | None = None
     batch_size: int = 32
     device: str = "auto"
@@ -121,7 +127,7 @@ class SearchConfig:
             raise CompressError(f"--minimize takes {', '.join(OBJECTIVES)}; {self.minimize!r} is not an objective "
                                 "compress can measure.")
         if not 0 < self.min_retention <= 1:
-            raise CompressError(f"--min-retention is a share of the teacher's accuracy in (0, 1], got "
+            raise CompressError(f"--min-retention is a share of the teacher's score in (0, 1], got "
                                 f"{self.min_retention}.")
         if self.select_on not in SELECT_ON:
             raise CompressError(f"--select-on takes {' or '.join(SELECT_ON)}, not {self.select_on!r}.")
@@ -167,13 +173,11 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     compare_config = _compare_config(config, [config.against] if config.against else [])
     if config.against:
         plan_runs([config.against])   # a reference that is not a pipeline fails here
-    check_dataset(config.dataset, dedupe=config.dedupe)
+    check_dataset(**dataset_args(config))
     out = Path(config.out or f"runs/search-{Path(config.teacher).name}-{Path(config.dataset).stem}")
     check_out(out)
-    task = load_task(config.dataset, dedupe=config.dedupe)
-    if task.regression:
-        raise CompressError(f"{config.dataset} is a regression task and compress search selects on accuracy only "
-                            "so far; compare candidates with compress compare --metric pearson instead.")
+    task = load_task(**dataset_args(config))
+    metric = resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)   # before any work
     held_out = 0 if config.select_on == "dev" else config.selection_size or 2 * len(task.splits["dev"])
     task = task.hold_out(held_out)   # a size that would leave a label without training sentences fails here
     compare_config = replace(compare_config, hold_out=held_out)
@@ -211,7 +215,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         mark_comparison(out, SEARCH_FILES)
         probes.writable = True
         previous = read_record(out)
-        record = _record(config, space, threads, seq_len, previous)
+        record = _record(config, space, threads, seq_len, previous, metric)
         clock = Clock(record.seconds, record.spent_s, start, record.reused_s)
         walk = Walk(config, space, found, probes, record, clock, out, task, say, show_progress, precision, teacher,
                     compare_config)
@@ -230,16 +234,16 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     return out, record
 
 
-def _record(config: SearchConfig, space: Space, threads: int, seq_len: int,
-            previous: SearchRecord | None) -> SearchRecord:
+def _record(config: SearchConfig, space: Space, threads: int, seq_len: int, previous: SearchRecord | None,
+            metric: TaskMetric) -> SearchRecord:
     """A new search.json; resuming ``previous`` (the same question, not complete), with its time spent and what it
     found of each candidate."""
     record = SearchRecord(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), command=config.command,
                           teacher=config.teacher, dataset=config.dataset, minimize=config.minimize,
                           min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
                           space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
-                          against=config.against, selection=config.select_on)
-    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection")
+                          against=config.against, selection=config.select_on, metric=metric.name)
+    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric")
     same = previous is not None and all(getattr(previous, k) == getattr(record, k) for k in asked)
     if same and previous is not None and previous.status != "complete":
         record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)
@@ -248,8 +252,9 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int,
 
 
 def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
-    return CompareConfig(teacher=config.teacher, dataset=config.dataset, dedupe=config.dedupe, methods=methods,
-                         out=config.out, batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
+    return CompareConfig(teacher=config.teacher, dataset=config.dataset, text_column=config.text_column,
+                         text_pair_column=config.text_pair_column, label_column=config.label_column, task=config.task,
+                         dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out, batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
                          precision=config.precision, threads=config.threads, seq_len=config.seq_len,
                          repeats=config.repeats, teacher_finetune=config.teacher_finetune, executor=config.executor,
                          command=config.command)

@@ -50,8 +50,9 @@ from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchR
 from compress.search.probe import Probes, Timed, footprint, structure_key, training_recipe
 from compress.search.report import resolution_line
 from compress.search.space import Candidate, Space, compresses_at_least
-from compress.stats import pass_speedup, retention_resolution
-from compress.task_metrics import ACCURACY
+from compress.search.resolution import selection_resolution
+from compress.stats import pass_speedup
+from compress.task_metrics import resolve_metric
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
@@ -191,7 +192,7 @@ class SpeedFit:
 class Screen:
     """A trained step's selection retention with its paired interval, against the bar."""
 
-    accuracy: float
+    score: float          # in the search's metric
     retention: float
     low: float
     high: float
@@ -236,6 +237,7 @@ class Walk:
         # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
         # them), or dev where it holds none out.
         self.evidence = SELECT if SELECT in task.splits else "dev"
+        self.metric = resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
         self.least_training_s: float | None = None   # the cheapest full training of a first step (search.py sets it)
         self.last_report = time.perf_counter()    # the last line of probing progress
         self.saved_at = time.perf_counter()       # search.json's last write
@@ -260,20 +262,19 @@ class Walk:
                                                             show_progress=False), self.data.splits[split]["labels"])
                        for split in {self.evidence, "dev"}}
         self.teacher_selection = teacher[self.evidence]
-        accuracy = teacher_interval(self.teacher_selection)
-        self.record.teacher_dev_accuracy = accuracy["estimate"]
-        self.bar = self.config.min_retention * accuracy["estimate"]
+        score = teacher_interval(self.teacher_selection, self.metric)
+        self.record.teacher_dev_accuracy = score["estimate"]
+        self.bar = self.config.min_retention * score["estimate"]
         self.record.bar = self.bar
-        sentences = len(self.teacher_selection.labels)
-        gap = (1 - self.config.min_retention) * accuracy["estimate"]
-        self.record.resolution = retention_resolution(sentences, accuracy["estimate"], self.config.min_retention,
-                                                      max(DISAGREEMENT, gap))
-        self.say(resolution_line(self.record, sentences))
-        # A stage stops once its dev accuracy (what a stage evaluates each epoch) cannot reach the bar's share of the
-        # teacher's dev accuracy less the interval's reach: what a candidate's interval could still carry to the bar
-        # (the teacher's own half-width, wider than a paired one).
-        dev = teacher_interval(teacher["dev"])
-        self.stop_below = self.config.min_retention * dev["estimate"] - (dev["high"] - dev["low"]) / 2
+        self.record.resolution = selection_resolution(self.teacher_selection, self.metric, self.config.min_retention,
+                                                      DISAGREEMENT)
+        self.say(resolution_line(self.record, len(self.teacher_selection.labels)))
+        # A stage stops once its dev score (what a stage evaluates each epoch, in the metric) cannot reach the bar's
+        # share of the teacher's dev score less the interval's reach: what a candidate's interval could still carry
+        # to the bar (the teacher's own half-width, wider than a paired one).
+        dev = teacher_interval(teacher["dev"], self.metric)
+        stop_below = self.config.min_retention * dev["estimate"] - (dev["high"] - dev["low"]) / 2
+        self.stop_below = stop_below if stop_below > 0 else None   # a bar no score falls below stops nothing
 
     # -- objective ------------------------------------------------------------------------------
 
@@ -315,7 +316,7 @@ class Walk:
 
     def run(self) -> None:
         self.say(f"search: {len(self.states)} candidates, minimize {self.config.minimize} keeping "
-                 f"{self.config.min_retention:.0%} of the teacher's selection accuracy, budget "
+                 f"{self.config.min_retention:.0%} of the teacher's selection {self.metric.title}, budget "
                  f"{format_seconds(self.config.budget_s)}")
         self.prepare()
         if self.config.minimize == "size":
@@ -529,8 +530,8 @@ class Walk:
                 state.record.status = "below"
                 said = [w for s in record.stages for w in s.get("warnings", []) if "cannot reach" in w]
                 state.record.reason = f"{name} stopped: {said[-1]}" if said else \
-                    f"{name} kept {screen.retention:.1%} of the teacher's selection accuracy ({screen.low:.1%} to " \
-                    f"{screen.high:.1%}), below {self.config.min_retention:.0%}"
+                    f"{name} kept {screen.retention:.1%} of the teacher's selection {self.metric.title} " \
+                    f"({screen.low:.1%} to {screen.high:.1%}), below {self.config.min_retention:.0%}"
                 self.failed.append(Candidate(Pipeline(tuple(state.candidate.pipeline.steps[:len(step.planned.steps)])),
                                              state.candidate.shape))
                 break
@@ -546,7 +547,7 @@ class Walk:
         self.say(f"    {state.record.status}: {state.record.reason}")
 
     def _show(self, state: State, run_dir: Path, screen: Screen) -> None:
-        state.record.run_dir, state.record.dev_accuracy = str(run_dir), screen.accuracy
+        state.record.run_dir, state.record.dev_accuracy = str(run_dir), screen.score
         state.record.dev_retention, state.record.dev_interval = screen.retention, [screen.low, screen.high]
 
     def _account(self, record: RunRecord, spent: float, method: str, estimated: float, reused: bool = False) -> None:
@@ -576,15 +577,15 @@ class Walk:
             return Predictions.of(*predict_batches(predictor, self.data.dataloader(self.evidence, batch_size=size)))
 
     def screen(self, run_dir: Path, record: RunRecord) -> Screen:
-        """The run's accuracy on the selection sentences and its retention of the teacher's, with the paired
+        """The run's score on the selection sentences and its retention of the teacher's, with the paired
         interval."""
         predictions = self.selection_predictions(run_dir, record)
         if not np.array_equal(predictions.labels, self.teacher_selection.labels):
             raise CompressError(f"the {self.evidence} predictions of {run_dir} are not of the teacher's sentences; run "
                                 "it again.")
-        runs = method_evidence(str(run_dir), [predictions], self.teacher_selection, ACCURACY)
-        accuracy, retention = method_intervals(runs, self.teacher_selection)
-        return Screen(accuracy["estimate"], retention["estimate"], retention["low"], retention["high"])
+        runs = method_evidence(str(run_dir), [predictions], self.teacher_selection, self.metric)
+        score, retention = method_intervals(runs, self.teacher_selection)
+        return Screen(score["estimate"], retention["estimate"], retention["low"], retention["high"])
 
     def save(self) -> None:
         self.saved_at = time.perf_counter()
@@ -612,7 +613,7 @@ class Walk:
                 "no other candidate was kept to go with it"
             self.record.notes.append(
                 f"Of the candidates trained within the budget, {said} {self.config.min_retention:.0%} of the "
-                f"teacher's selection accuracy on the mean; {also}.")
+                f"teacher's selection {self.metric.title} on the mean; {also}.")
             self.say(self.record.notes[-1])
         methods = [s.candidate.text for s in kept]
         if self.config.against and self.config.against not in methods:
@@ -632,7 +633,8 @@ class Walk:
             self.record.chosen, self.record.chosen_run = chosen.text, chosen.run_dir
             if not met:
                 self.record.notes.append(
-                    f"No finalist kept {bar:.0%} of the teacher's selection accuracy over every seed; the chosen one "
+                    f"No finalist kept {bar:.0%} of the teacher's selection {self.metric.title} over every seed; the "
+                    f"chosen one "
                     f"kept "
                     f"{chosen.dev_retention:.1%} ({chosen.dev_retention_interval[0]:.1%} to "
                     f"{chosen.dev_retention_interval[1]:.1%}): below the bar, within its interval.")
@@ -663,7 +665,7 @@ class Walk:
         """One finalist's row: its test numbers from the comparison, its selection retention over every seed."""
         runs = [(Path(seed.run_dir), read_run_record(Path(seed.run_dir))) for seed in row.per_seed]
         rows = method_evidence(row.method, [self.selection_predictions(run_dir, record) for run_dir, record in runs],
-                               self.teacher_selection, ACCURACY)
+                               self.teacher_selection, self.metric)
         _, dev = method_intervals(rows, self.teacher_selection)
         return Final(text=row.method, role=role, accuracy=row.accuracy, accuracy_interval=_pair(row.accuracy_interval),
                      retention=row.retention, retention_interval=_pair(row.retention_interval), speedup=row.speedup,
