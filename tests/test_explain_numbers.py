@@ -60,6 +60,7 @@ def _tensor_bytes(directory: Path, backend: str) -> int:
 
 def test_every_quantization_method_and_backend_is_checked():
     assert {("int8", "onnxruntime"), ("int8", "torch"), ("static-int8", "onnxruntime"), ("int4", "onnxruntime"),
+            ("mixed-bits", "onnxruntime"),
             ("bf16", "torch"), ("fp8", "torch"),
             ("fp16", "torch"), ("onnx", "onnxruntime"), ("int8", "openvino"), ("bf16", "openvino"),
             ("onnx", "openvino")} <= set(VARIANTS)
@@ -78,7 +79,13 @@ def test_explained_bytes_are_those_of_the_artefact_the_run_writes(checkpoint, tm
                     "token_type_ids": np.zeros((4, 16), int)}] if needs_calibration(fmt, backend) else None
     write_artefact(fmt, backend, load_encoder(checkpoint).model, tmp_path, calibration=calibration)
     # The tensors: the same bytes, up to the graph's few shape constants and static int8's activation scales;
-    # NNCF's int8 also stores SmoothQuant's factor per input channel of each MatMul (0.33% here).
+    # NNCF's int8 also stores SmoothQuant's factor per input channel of each MatMul (0.33% here). Bits per matrix is
+    # counted before its allocation, as if exactly its share of the weights were in 4 bits: the allocation moves
+    # whole matrices until at least that share is, so the model is at most that size (test_bits_per_matrix counts
+    # the matrices a run chose exactly).
+    if method == "mixed-bits":
+        assert _tensor_bytes(tmp_path, backend) <= explained * 1.002
+        return
     tolerance = 0.005 if (method, backend) == ("int8", "openvino") else 0.002
     assert _tensor_bytes(tmp_path, backend) == pytest.approx(explained, rel=tolerance)
     # The ratio explain prints, against the file the run measures (which adds the graph or a header). OpenVINO

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ def unavailable(method: QuantMethod, backend: str, device: str = "cpu") -> str |
     if device == "cuda":
         return gpu_unavailable(method.name, method.dtype, backend)
     if backend == "onnxruntime":
-        return onnx_backend.int4_available() if method.dtype == "int4" else onnx_backend.onnxruntime_available()
+        return onnx_backend.int4_available() if method.dtype in ("int4", "mixed") else \
+            onnx_backend.onnxruntime_available()
     if backend == "openvino":
         return onnx_backend.onnxruntime_available() or openvino_backend.openvino_available()
     return torch_backend.torch_int8_available() if method.dtype == "int8" else None
@@ -59,7 +61,7 @@ def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
     """None when the format ``name`` (of ``dtype``) on ``backend`` runs on a GPU here, else why not: PyTorch runs
     bf16 and fp16 there, ONNX Runtime the fp32 model where its CUDA execution provider is installed; the int8 formats
     compress makes (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's) and OpenVINO itself run on the CPU only."""
-    if dtype in ("int8", "int4"):
+    if dtype in ("int8", "int4", "mixed"):
         return f"{name} is made for the CPU's integer kernels and has no GPU path in compress; time it with " \
                "--speed-device cpu."
     if backend == "torch":
@@ -70,8 +72,9 @@ def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
 
 
 def needs_calibration(method: QuantMethod, backend: str) -> bool:
-    """Whether ``method`` on ``backend`` fixes activation ranges on calibration batches (static int8; NNCF int8)."""
-    return method.calibrated or (backend == "openvino" and method.dtype == "int8")
+    """Whether ``method`` on ``backend`` reads training batches: to fix activation ranges (static int8; NNCF int8),
+    or to measure each matrix's sensitivity (bits per matrix)."""
+    return method.calibrated or method.dtype == "mixed" or (backend == "openvino" and method.dtype == "int8")
 
 
 def weights_file(backend: str) -> str:
@@ -99,6 +102,7 @@ def write_artefact(
     weights = directory / weights_file(backend)
     if needs_calibration(method, backend) and calibration is None:
         raise ValueError(f"{method.name} on {backend} needs calibration batches")
+    allocation = None
     if backend == "openvino":
         fp32 = directory / "fp32.onnx"
         onnx_backend.export_onnx(model, fp32)
@@ -115,6 +119,9 @@ def write_artefact(
             onnx_backend.export_onnx(model, fp32)
             if method.dtype == "int4":
                 onnx_backend.quantize_weights_int4(fp32, weights, _group_size(method))
+            elif method.dtype == "mixed":
+                allocation = onnx_backend.quantize_bits_per_matrix(
+                    fp32, weights, model, method.int4_share or 0.0, _group_size(method), calibration or [])
             elif method.calibrated:
                 onnx_backend.quantize_static_int8(fp32, weights, calibration)
             else:
@@ -131,6 +138,7 @@ def write_artefact(
     manifest = {"format": "compress-quantized", "version": FORMAT_VERSION, "method": method.name,
                 "backend": backend, "dtype": method.dtype, "weights": weights.name,
                 **({"group_size": method.group_size} if method.group_size else {}),
+                **({"int4_share": method.int4_share, "bits": [asdict(m) for m in allocation]} if allocation else {}),
                 "encoder": model.config.to_dict(), "label_names": label_names}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
 

@@ -16,3 +16,20 @@ class QuantMethod:
     summary: str
     calibrated: bool = False    # activation ranges fixed in advance on calibration batches (static int8)
     group_size: int | None = None   # weight-only formats (int4): weights sharing one scale, along the input channels
+    int4_share: float | None = None   # bits per matrix (mixed): the least share of the weights put in 4 bits
+
+
+@dataclass(frozen=True)
+class MatrixBits:
+    """One matrix's expected loss at each width and the width it was given (:mod:`compress.quantize.bit_allocation`)."""
+
+    name: str           # the parameter's name in the encoder
+    weights: int
+    loss_int8: float    # 1/2 sum F (w - q8(w))^2
+    loss_int4: float
+    bits: int
+
+    @property
+    def extra_per_weight(self) -> float:
+        """What 4 bits add to the expected loss over 8, per weight moved: the allocation's order."""
+        return (self.loss_int4 - self.loss_int8) / self.weights

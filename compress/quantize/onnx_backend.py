@@ -8,13 +8,18 @@
 * weight-only int4: every MatMul weight and embedding table in 4 bits, one fp32 scale per group of input
   channels (``MatMulNBits``, ``GatherBlockQuantized``), activations in fp32 (quantized to int8 inside the
   4-bit matmul, ONNX Runtime's accuracy level 4).
+* bits per matrix: the matrices :mod:`compress.quantize.bit_allocation` gives 4 bits as weight-only int4, every
+  other one as dynamic int8, in one graph.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import logging
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +33,8 @@ from compress.models.encoder import Encoder
 
 if TYPE_CHECKING:
     import onnx
+
+    from compress.quantize.formats import MatrixBits
 
 OPSET = 17
 
@@ -146,13 +153,19 @@ def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mappi
 INT4_ACCURACY_LEVEL = 4
 
 
-def quantize_weights_int4(source: Path, target: Path, group_size: int) -> None:
+def quantize_weights_int4(source: Path, target: Path, group_size: int, keep: Iterable[str] = ()) -> None:
     """ONNX Runtime weight-only int4 of the fp32 graph at ``source``: each MatMul weight and embedding table in
     signed 4 bits, symmetric (no zero point), one fp32 scale per ``group_size`` input channels (per output channel
-    of a MatMul, per row of a table); the pooler and classifier (``Gemm``), biases and layer norms stay fp32."""
-    import logging
-
+    of a MatMul, per row of a table); the pooler and classifier (``Gemm``), biases and layer norms stay fp32, and so
+    do the nodes named in ``keep``."""
     import onnx
+
+    model = onnx.load(str(source))
+    _read_shared_weights_directly(model.graph)
+    _write_int4(model, target, group_size, keep)
+
+
+def _write_int4(model: onnx.ModelProto, target: Path, group_size: int, keep: Iterable[str]) -> None:
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
     if reason := int4_available():
@@ -160,18 +173,81 @@ def quantize_weights_int4(source: Path, target: Path, group_size: int) -> None:
     config = DefaultWeightOnlyQuantConfig(
         block_size=group_size, is_symmetric=True, accuracy_level=INT4_ACCURACY_LEVEL, bits=4,
         op_types_to_quantize=("MatMul", "Gather"), quant_axes=(("MatMul", 0), ("Gather", 1)))
-    model = onnx.load(str(source))
-    _read_shared_weights_directly(model.graph)
-    quantizer = MatMulNBitsQuantizer(model, algo_config=config)
-    logger = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
-    level = logger.level
-    logger.setLevel(logging.ERROR)   # a line per node, and a note that it raises the opset to 21 (int4's)
-    try:
+    quantizer = MatMulNBitsQuantizer(model, algo_config=config, nodes_to_exclude=list(keep))
+    with _quiet():   # a line per node, and a note that it raises the opset to 21 (int4's)
         quantizer.process()
-    finally:
-        logger.setLevel(level)
     _store_each_initializer_once(quantizer.model.model.graph)
     quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+
+
+def quantize_bits_per_matrix(source: Path, target: Path, model: Encoder, int4_share: float, group_size: int,
+                             batches: Iterable[Mapping[str, np.ndarray]]) -> list[MatrixBits]:
+    """The fp32 graph at ``source`` (exported from ``model``) with each candidate matrix in the width
+    :func:`compress.quantize.bit_allocation.allocate` gives it (sensitivities from ``batches`` of training
+    sentences): 4-bit ones as :func:`quantize_weights_int4` writes them, the rest as :func:`quantize_dynamic_int8`
+    does; returns the allocation."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from compress.quantize.bit_allocation import allocate, fisher_diagonal
+
+    if reason := int4_available():
+        raise CompressError(reason)
+    prepared = _preprocess(source)
+    graph_model = onnx.load(str(prepared))
+    prepared.unlink()
+    _read_shared_weights_directly(graph_model.graph)
+    readers = weight_readers(graph_model.graph, model)
+    tables = {name for name, (op, _) in readers.items() if op == "Gather"}
+    choices = allocate(model, fisher_diagonal(model, batches), int4_share, group_size, among=set(readers),
+                       tables=tables)
+    keep = [node for m in choices if m.bits == 8 for node in readers[m.name][1]]
+    halfway = target.with_name(target.stem + "-int4.onnx")
+    _write_int4(graph_model, halfway, group_size, keep)
+    with _quiet():
+        quantize_dynamic(str(halfway), str(target), weight_type=QuantType.QInt8, per_channel=True)
+    halfway.unlink()
+    return choices
+
+
+def weight_readers(graph: onnx.GraphProto, model: Encoder) -> dict[str, tuple[str, list[str]]]:
+    """For each parameter of ``model`` that the graph holds as a MatMul's weight (transposed) or a Gather's table,
+    its op type and the nodes that read it; found by value, since the exporter names a transposed weight anew."""
+    from onnx import numpy_helper
+
+    def key(array: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(array, dtype=np.float32).tobytes()).hexdigest()
+
+    owners: dict[tuple[str, str], str] = {}
+    for name, p in model.named_parameters():
+        if p.dim() == 2:
+            value = p.detach().float().cpu().numpy()
+            owners[("Gather", key(value))] = name
+            owners[("MatMul", key(value.T))] = name
+    weights = {t.name: t for t in graph.initializer}
+    readers: dict[str, tuple[str, list[str]]] = {}
+    for node in graph.node:
+        at = {"MatMul": 1, "Gather": 0}.get(node.op_type)
+        if at is None or node.input[at] not in weights:
+            continue
+        owner = owners.get((node.op_type, key(numpy_helper.to_array(weights[node.input[at]]))))
+        if owner is not None:
+            readers.setdefault(owner, (node.op_type, []))[1].append(node.name)
+    return readers
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """ONNX Runtime's quantizers log a line per node (at INFO, on their logger and on the root one): keep errors."""
+    loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _read_shared_weights_directly(graph: onnx.GraphProto) -> None:

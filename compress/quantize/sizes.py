@@ -21,6 +21,10 @@ they are counted, not measured; what each backend stores was read off the artefa
   channels of each output channel (the input channels padded up to whole groups), no zero point; every embedding
   table in 4 bits with one fp32 scale per group of ``group_size`` columns of each row; biases, layer norms and the
   heads stay fp32.
+* ONNX Runtime bits per matrix: as its dynamic int8, except the matrices the allocation gives 4 bits (at least
+  ``int4_share`` of the weights of every linear weight but the heads' and every embedding table), stored as its
+  weight-only int4 stores them; counted from the shape as if exactly that share of those bytes were in 4 bits (the
+  allocation moves whole matrices, so the model written is that size or smaller).
 * PyTorch float8 (e4m3): every linear weight and embedding table in one byte per weight with one fp32 scale per
   row (per output channel, per token); biases and layer norms stay fp32.
 * half precision: every tensor in 2 bytes (PyTorch: bf16 or fp16; OpenVINO's bf16: stored as fp16, widened
@@ -66,6 +70,11 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
         "group g of group_size input channels of each output channel, s_g = max|w_g| / 8; each embedding table "
         "alike, one scale per group of group_size columns of each row; the pooler and classifier, biases and layer "
         "norms stay fp32; activations stay fp32 (quantized to int8 inside the 4-bit matmul)",
+    ("mixed", "onnxruntime", False):
+        "ONNX Runtime bits per matrix: each matrix's expected loss at 4 and at 8 bits from the Fisher information on "
+        "training sentences (1/2 sum F (w - q(w))^2); the least sensitive, at least int4_share of the weights, in "
+        "ONNX Runtime's weight-only int4 (one scale per group of group_size input channels), every other one in its "
+        "dynamic int8 (one scale per output channel; tables in uint8 per table); biases and layer norms stay fp32",
     ("fp8", "torch", False):
         "float8 e4m3: each linear weight and embedding table -> w / s_c rounded to e4m3 (4 exponent bits, 3 mantissa "
         "bits, at most 448), one fp32 scale per row c (output channel, token), s_c = max|w_c| / 448; biases and "
@@ -151,12 +160,26 @@ def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False)
     return sum(p.numel() for p in model.parameters()) - quantized
 
 
+def allocated_bytes(config: EncoderConfig, four_bit: set[str], group_size: int) -> int:
+    """Bytes of ONNX Runtime's bits per matrix once allocated: the modules whose weight is named in ``four_bit``
+    (``attention.0.query.weight``) as its weight-only int4 stores them, every other as its dynamic int8 does."""
+    return sum(_int4_module_bytes(name, module, group_size) if f"{name}.weight" in four_bit else
+               _int8_module_bytes(name, module, "onnxruntime", False)
+               for name, module in _meta_encoder(config).named_modules())
+
+
 def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bool = False,
-                 group_size: int | None = None) -> int:
+                 group_size: int | None = None, int4_share: float | None = None) -> int:
     """Bytes of the tensors the ``backend`` artefact of a ``dtype`` model of this shape stores (weights, scales,
     zero points; no file structure). A module shared by several layers is stored once. ``group_size``: int4's
-    weights per scale."""
+    weights per scale; ``int4_share``: the share of the matrices bits per matrix puts in 4 bits."""
     model = _meta_encoder(config)
+    if dtype == "mixed" and backend == "onnxruntime" and group_size and int4_share is not None:
+        int8 = stored_bytes(config, "int8", backend)
+        saved = sum(_int8_module_bytes(name, module, backend, False) - _int4_module_bytes(name, module, group_size)
+                    for name, module in model.named_modules()
+                    if isinstance(module, (nn.Linear, nn.Embedding)) and name not in GEMM_MODULES)
+        return round(int8 - int4_share * saved)
     if dtype in DTYPE_BYTES:
         return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
     if dtype == "fp8" and backend == "torch":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compress.bench.measurement import Speed
+from compress.quantize.formats import MatrixBits
 from compress.registry import Details
 
 
@@ -26,6 +27,7 @@ class QuantDetails(Details):
     dev_accuracy          with --backend auto and several backends: each one's dev accuracy, one sentence at a
                           time, against ``fp32_dev_accuracy``; those below ``min_retention`` of it were not kept
     inference_precision   the precision a runtime compiled for, by backend (OpenVINO says; others do not)
+    bits                  bits per matrix: every matrix's expected loss at 8 and 4 bits and the width it got
     """
 
     backend: str
@@ -47,6 +49,7 @@ class QuantDetails(Details):
     fp32_dev_accuracy: float | None = None
     min_retention: float | None = None
     inference_precision: dict[str, str] = field(default_factory=dict)
+    bits: list[MatrixBits] | None = None
 
     @property
     def warning(self) -> str | None:

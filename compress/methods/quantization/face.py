@@ -54,10 +54,26 @@ class GroupedOptions(QuantOptions):
 GROUP_SIZES = (16, 32, 64, 128, 256)   # powers of two, as ONNX Runtime's 4-bit kernels take them
 
 
+@dataclass
+class MixedOptions(GroupedOptions):
+    """Bits per matrix: how many of the weights may go to 4 bits (the size budget) and their group size."""
+
+    int4_share: float = field(default=0.5, metadata={
+        "help": "The least share of the quantized weights stored in 4 bits, the least sensitive matrices first (0 "
+                "to 1; the rest in int8): the size budget, between int8's bytes (0) and int4's (1).",
+        "search": (0.5, 0.8)})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.int4_share < 1:
+            raise CompressError(f"int4_share is a share of the weights above 0 and below 1 (0 is int8, 1 is int4), "
+                                f"got {self.int4_share}.")
+
+
 def with_options(fmt: QuantMethod, options: Any) -> QuantMethod:
-    """``fmt`` as ``options`` set it (a weight-only format's group size)."""
-    group_size = getattr(options, "group_size", None)
-    return replace(fmt, group_size=group_size) if group_size is not None else fmt
+    """``fmt`` as ``options`` set it (a weight-only format's group size, bits per matrix's share in 4 bits)."""
+    changes = {k: getattr(options, k) for k in ("group_size", "int4_share") if getattr(options, k, None) is not None}
+    return replace(fmt, **changes) if changes else fmt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +113,8 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
     fmt = with_options(fmt, options)
     backends = candidate_backends(fmt, asked)
     teacher = footprint(tc, seq_len)
-    student = replace(teacher, size_bytes=stored_bytes(tc, fmt.dtype, backends[0], fmt.calibrated, fmt.group_size))
+    student = replace(teacher, size_bytes=stored_bytes(tc, fmt.dtype, backends[0], fmt.calibrated, fmt.group_size,
+                                                       fmt.int4_share))
     formula = [scheme(fmt.dtype, b, fmt.calibrated) for b in backends]
     notes = ["Quantization changes bytes and time, not parameters or FLOPs: the same multiplications "
              "run on narrower numbers."]
@@ -114,6 +131,11 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
                      "CPU and keeps the fastest at batch 1 (--choose-by throughput: at batch 32) of those that keep "
                      f"--min-retention ({QuantOptions().min_retention:.0%}) of fp32's dev accuracy; the student "
                      f"column shows {backends[0]}'s bytes.")
+    if fmt.dtype == "mixed":
+        notes.append(f"Bits per matrix: the size is an upper bound, counted as if exactly int4_share "
+                     f"({fmt.int4_share:g}) of the weights were in 4 bits; the run gives whole matrices 4 bits, the "
+                     "least sensitive first, until at least that share is, and its report lists each matrix's "
+                     "sensitivity and width.")
     notes.append("Bytes are those of the stored tensors (weights, scales, zero points), counted from the shape as "
                  "each backend stores them; the file adds its structure (ONNX graph, safetensors header), under 1% "
                  "at minilm's size; OpenVINO's graph is its own file, the .xml: 0.56 MB beside minilm's int8 "
@@ -122,7 +144,8 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
     out = side_by_side("quantize", name, teacher, student, formula, notes)
     out["backend"] = backends[0]
     out["precisions"] = {"fp32": teacher.size_bytes} | {
-        f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated, m.format.group_size)
+        f"{m.name} ({b})": stored_bytes(tc, m.format.dtype, b, m.format.calibrated, m.format.group_size,
+                                        m.format.int4_share)
         for m in all_methods("transform") if isinstance(m, Quantization) and m.format.dtype != "fp32"
         for b in m.format.backends}
     out["lines"] = ["size by precision: " + ", ".join(f"{k} {v / 1e6:,.1f} MB" for k, v in out["precisions"].items())]
@@ -153,7 +176,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
     :class:`GroupedOptions` (its format's group size is their default)."""
     fmt = QuantMethod(name, dtype, backends, summary, calibrated,
-                      group_size=getattr(options(), "group_size", None))
+                      group_size=getattr(options(), "group_size", None),
+                      int4_share=getattr(options(), "int4_share", None))
 
     def in_compare() -> bool:
         from compress.bench.machine import cpu_features
@@ -189,7 +213,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         from compress.methods.quantization.verb import usable_backends
         from compress.quantize.sizes import stored_bytes
 
-        return min(stored_bytes(shape, dtype, b, calibrated, with_options(fmt, options).group_size)
+        chosen = with_options(fmt, options)
+        return min(stored_bytes(shape, dtype, b, calibrated, chosen.group_size, chosen.int4_share)
                    for b in usable_backends(fmt, options.backend)[0])
 
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:

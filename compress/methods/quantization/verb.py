@@ -27,9 +27,11 @@ from compress.quantize.artefacts import (
     candidate_backends,
     load_artefact,
     needs_calibration,
+    read_manifest,
     unavailable,
     write_artefact,
 )
+from compress.quantize.formats import MatrixBits
 from compress.quantize.predictors import Predictor, TorchPredictor, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES, half_available
 from compress.registry import Artefact, Context, Transformed
@@ -141,6 +143,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         note=half_available(fmt.dtype, features) if fmt.dtype in HALF_DTYPES else None,
         dev_accuracy=dev, fp32_dev_accuracy=fp32_dev, min_retention=options.min_retention if dev else None,
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
+        bits=[MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None,
     )
     model.cpu()   # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),

@@ -1,0 +1,125 @@
+"""Bits chosen per weight matrix: 4 where the loss barely notices, 8 where it does, within a budget of 4-bit weights.
+
+Q-BERT (Shen et al. 2020) and HAWQ-V2 (Dong et al. 2020) give each layer its bit width by the loss's curvature
+there: a second-order estimate of what quantizing a matrix costs is ``1/2 * sum_i F_ii * (w_i - q(w_i))^2``, with
+``F`` the Hessian's diagonal (Q-BERT uses its top eigenvalue, HAWQ-V2 its trace). compress estimates that diagonal
+by the Fisher information, which equals the expected Hessian of the log-likelihood for a model's own predictive
+distribution: ``F = E_x sum_y p(y|x) (d log p(y|x) / dw)^2``, summed exactly over the classes (for a regression,
+Gauss-Newton's ``(d f(x) / dw)^2``), one example at a time, on training sentences (no gold labels needed). Each
+candidate matrix (every linear weight that runs as a ``MatMul``, every embedding table) gets its expected loss at 4
+and at 8 bits, computed with the rounding ONNX Runtime applies (:mod:`compress.quantize.sizes` states it); the
+allocation starts from 8 bits everywhere and moves matrices to 4 bits, the least extra loss per weight first, until
+``int4_share`` of the candidate weights are in 4 bits (a greedy knapsack: exact when the costs add, as the diagonal
+estimate assumes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import torch
+
+from compress.models.config import INPUT_NAMES
+from compress.models.encoder import Encoder
+from compress.quantize.formats import MatrixBits
+
+SENSITIVITY_EXAMPLES = 64   # training sentences the Fisher diagonal is averaged over
+# The heads run on one vector per sequence and are exported as Gemm: ONNX Runtime's 4-bit quantizer leaves them be.
+HEADS = ("pooler.", "classifier.")
+
+
+def candidates(model: Encoder) -> dict[str, torch.nn.Parameter]:
+    """The matrices whose width may be chosen: every 2-D weight but the heads'."""
+    return {name: p for name, p in model.named_parameters() if p.dim() == 2 and not name.startswith(HEADS)}
+
+
+def fisher_diagonal(model: Encoder, batches: Iterable[Mapping[str, np.ndarray]],
+                    examples: int = SENSITIVITY_EXAMPLES) -> dict[str, torch.Tensor]:
+    """The Fisher information's diagonal for every candidate matrix, averaged over the first ``examples`` sentences
+    of ``batches`` (each cut to its own length); ``model`` is left as it was."""
+    params = candidates(model)
+    total = {name: torch.zeros_like(p, dtype=torch.float32) for name, p in params.items()}
+    was_training = model.training
+    model.eval()
+    seen = 0
+    try:
+        for batch in batches:
+            for row in range(len(batch["input_ids"])):
+                if seen == examples:
+                    break
+                length = int(np.asarray(batch["attention_mask"][row]).sum())
+                inputs = [torch.as_tensor(np.asarray(batch[k][row][:length]))[None].long() for k in INPUT_NAMES]
+                for weight, output in _log_likelihoods(model(*inputs).logits[0]):
+                    grads = torch.autograd.grad(output, list(params.values()), retain_graph=True, allow_unused=True)
+                    for name, grad in zip(params, grads, strict=True):
+                        if grad is not None:
+                            total[name] += weight * grad.float() ** 2
+                seen += 1
+    finally:
+        model.train(was_training)
+    if seen == 0:
+        raise ValueError("the Fisher diagonal needs at least one example")
+    return {name: value / seen for name, value in total.items()}
+
+
+def _log_likelihoods(logits: torch.Tensor) -> list[tuple[float, torch.Tensor]]:
+    """(probability, log-likelihood) of every class (the exact expectation over the model's own answers); for a
+    regression's single output, (1, the output): Gauss-Newton's curvature."""
+    if logits.numel() == 1:
+        return [(1.0, logits.reshape(()))]
+    log_p = torch.log_softmax(logits.float(), -1)
+    return [(float(log_p[y].detach().exp()), log_p[y]) for y in range(len(log_p))]
+
+
+def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``weight`` as ONNX Runtime's symmetric 4-bit format stores it: one scale per ``group_size`` consecutive
+    entries of each row (a linear weight's input channels, a table's columns), the entry of largest magnitude
+    mapped to -8 (``s = w_max / -8``), every entry to ``round(w / s)`` clipped to -8..7."""
+    rows, cols = weight.shape
+    w = torch.nn.functional.pad(weight.detach().float(), (0, -cols % group_size)).reshape(rows, -1, group_size)
+    scale = w.gather(-1, w.abs().argmax(-1, keepdim=True)) / -8
+    q = torch.where(scale == 0, 0, w / torch.where(scale == 0, 1, scale)).round().clamp(-8, 7)
+    return (q * scale).reshape(rows, -1)[:, :cols]
+
+
+def int8_rounded(weight: torch.Tensor, table: bool) -> torch.Tensor:
+    """``weight`` as ONNX Runtime's dynamic int8 stores it: a linear weight symmetric with one scale per output
+    channel (max|w| / 127), a table in uint8 with one scale and zero point over a range that holds 0."""
+    w = weight.detach().float()
+    if table:
+        low, high = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
+        scale = (high - low) / 255 or 1.0
+        zero = round(-low / scale)
+        return ((w / scale).round() + zero).clamp(0, 255).sub(zero) * scale
+    scale = w.abs().amax(1, keepdim=True) / 127
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return (w / scale).round().clamp(-127, 127) * scale
+
+
+def allocate(model: Encoder, fisher: Mapping[str, torch.Tensor], int4_share: float, group_size: int,
+             among: set[str] | None = None, tables: set[str] = frozenset()) -> list[MatrixBits]:
+    """Every candidate matrix (of those named in ``among``, where given; ``tables``: the embedding tables, stored
+    otherwise in int8) with its expected loss at 8 and 4 bits and the width chosen: 4 bits for the least extra loss
+    per weight first until at least ``int4_share`` of the candidate weights are in 4 bits (the size budget), then
+    back to 8 bits for those, costliest first, that the budget does not need."""
+    found = []
+    for name, p in candidates(model).items():
+        if among is not None and name not in among:
+            continue
+        w, f = p.detach().float(), fisher[name]
+        lose = (lambda q, w=w, f=f: 0.5 * float((f * (w - q) ** 2).sum()))   # noqa: E731
+        found.append(MatrixBits(name, p.numel(), lose(int8_rounded(w, name in tables)),
+                                lose(int4_rounded(w, group_size)), 8))
+    need = int4_share * sum(m.weights for m in found)
+    order = sorted(found, key=lambda m: (m.extra_per_weight, m.name))
+    chosen: list[MatrixBits] = []
+    for m in order:                      # the least extra loss per weight first, until the budget is met
+        if sum(c.weights for c in chosen) >= need:
+            break
+        chosen.append(m)
+    for m in sorted(chosen, key=lambda m: m.loss_int4 - m.loss_int8, reverse=True):   # then give back, the costliest
+        if sum(c.weights for c in chosen) - m.weights >= need:                         # first, what is not needed
+            chosen.remove(m)
+    four = {m.name for m in chosen}
+    return [MatrixBits(m.name, m.weights, m.loss_int8, m.loss_int4, 4 if m.name in four else 8) for m in found]
