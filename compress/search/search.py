@@ -199,7 +199,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     teacher = teacher_shape.replace(num_labels=task.num_labels)
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
     finetune = config.teacher_finetune.train
-    teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune) else \
+    teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune, config.metric) else \
         probes.finetune_seconds(teacher, finetune.batch_size) * finetune.epochs * EVAL_SHARE * \
         math.ceil(len(task.splits["train"]) / finetune.batch_size)
     if least is not None and least[0] + teacher_s > config.budget_s:

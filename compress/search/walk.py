@@ -253,7 +253,8 @@ class Walk:
         and how finely the selection sentences resolve a retention near it."""
         with self.clock.on("teacher"):
             self.finetuned = finetune_teacher(self.config.teacher, self.task, self.config.teacher_finetune,
-                                              device=self.config.device, show_progress=self.show_progress)
+                                              device=self.config.device, show_progress=self.show_progress,
+                                              metric=self.config.metric)   # as its runs' teacher picks
             self.data = tokenized_for(self.finetuned, self.task)
             self.vocab = load_tokenizer(str(self.finetuned.directory)).get_vocab()
             model = self.finetuned.load().model

@@ -118,9 +118,7 @@ def finetune_teacher(
     saying so (see :mod:`compress.cache`). ``metric`` (a run's ``--metric``) picks its epoch in place of its
     configuration's, as it picks every stage's of the students (another metric is another cache entry).
     """
-    config = config or FinetuneConfig()
-    if metric is not None:
-        config = replace(config, train=replace(config.train, metric=metric))
+    config = for_metric(config or FinetuneConfig(), metric)
     teacher_dir, max_length, target = _entry(teacher, task, config)
     fingerprint = target.name
     tokenizer = load_tokenizer(str(teacher_dir))
@@ -184,10 +182,16 @@ def _entry(teacher: str, task: TaskData, config: FinetuneConfig) -> tuple[Path, 
                                                                                    config)
 
 
-def finetuned_here(teacher: str, task: TaskData, config: FinetuneConfig | None = None) -> bool:
+def for_metric(config: FinetuneConfig, metric: str | None) -> FinetuneConfig:
+    """``config`` with its epoch picked by ``metric`` (None: by its own)."""
+    return config if metric is None else replace(config, train=replace(config.train, metric=metric))
+
+
+def finetuned_here(teacher: str, task: TaskData, config: FinetuneConfig | None = None,
+                   metric: str | None = None) -> bool:
     """Whether the cache holds an entry for this fine-tuning (complete: its record is written last; its checksums are
     verified when it is used)."""
-    return (_entry(teacher, task, config or FinetuneConfig())[2] / RECORD).is_file()
+    return (_entry(teacher, task, for_metric(config or FinetuneConfig(), metric))[2] / RECORD).is_file()
 
 
 def tokenized_for(teacher: FinetunedTeacher, task: TaskData) -> TokenizedTask:
