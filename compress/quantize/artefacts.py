@@ -108,6 +108,8 @@ def write_artefact(
         onnx_backend.export_onnx(model, fp32)
         if method.dtype == "int8":
             openvino_backend.quantize_int8(fp32, weights, calibration)
+        elif method.dtype == "int4":
+            openvino_backend.compress_weights_int4(fp32, weights, _group_size(method))
         else:
             openvino_backend.write_ir(fp32, weights, weights_fp16=method.dtype != "fp32")
         fp32.unlink()

@@ -108,12 +108,24 @@ def quantize_int8(onnx_path: Path, xml: Path, calibration: Iterable[Mapping[str,
     ov.save_model(quantized, str(xml), compress_to_fp16=False)
 
 
+def compress_weights_int4(onnx_path: Path, xml: Path, group_size: int) -> None:
+    """NNCF's weight compression of the fp32 ONNX graph at ``onnx_path``: every weight matrix and embedding table
+    (the heads too) in signed 4 bits, symmetric, one fp16 scale per ``group_size`` input channels of each output
+    channel (per group of columns of a table's row); saved as IR at ``xml``."""
+    ov, nncf = _modules()
+    model = ov.Core().read_model(str(onnx_path))
+    with contextlib.redirect_stdout(io.StringIO()):  # NNCF prints its table and a bar on stdout
+        compressed = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=group_size,
+                                           ratio=1.0, all_layers=True)
+    ov.save_model(compressed, str(xml), compress_to_fp16=False)
+
+
 def _precision_hint(dtype: str) -> str | None:
     """The inference precision ``dtype`` is compiled with; None leaves OpenVINO's default for the CPU."""
     from compress.bench.machine import cpu_features
     from compress.quantize.torch_backend import half_available
 
-    if dtype == "fp32":
+    if dtype in ("fp32", "int4"):   # int4 is weight-only: its activations stay fp32, as on ONNX Runtime
         return "f32"
     return "bf16" if dtype == "bf16" and half_available("bf16", cpu_features()) is None else None
 

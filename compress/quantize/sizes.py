@@ -21,6 +21,9 @@ they are counted, not measured; what each backend stores was read off the artefa
   channels of each output channel (the input channels padded up to whole groups), no zero point; every embedding
   table in 4 bits with one fp32 scale per group of ``group_size`` columns of each row; biases, layer norms and the
   heads stay fp32.
+* OpenVINO weight-only int4 (NNCF's weight compression, all layers): every linear weight, the heads' too, and every
+  embedding table in signed 4 bits, two to a byte, one fp16 scale per group of ``group_size`` input channels of each
+  output channel (per group of columns of each row of a table); biases and layer norms stay fp32.
 * ONNX Runtime bits per matrix: as its dynamic int8, except the matrices the allocation gives 4 bits (at least
   ``int4_share`` of the weights of every linear weight but the heads' and every embedding table), stored as its
   weight-only int4 stores them; counted from the shape as if exactly that share of those bytes were in 4 bits (the
@@ -43,6 +46,7 @@ from compress.models.encoder import Encoder
 
 FP32 = 4
 SCALE = 4                 # one fp32 scale
+HALF = 2                  # one fp16 scale (OpenVINO's int4)
 TORCH_ZERO_POINT = 8      # torch.ao's zero point, saved as int64
 ORT_ZERO_POINT = 1        # ONNX Runtime's zero point, int8 or uint8
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -70,6 +74,11 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
         "group g of group_size input channels of each output channel, s_g = max|w_g| / 8; each embedding table "
         "alike, one scale per group of group_size columns of each row; the pooler and classifier, biases and layer "
         "norms stay fp32; activations stay fp32 (quantized to int8 inside the 4-bit matmul)",
+    ("int4", "openvino", False):
+        "OpenVINO weight-only int4 (NNCF, every layer): each linear weight, the pooler's and classifier's too, -> "
+        "round(w / s_g) in 4 bits, one fp16 scale per group g of group_size input channels of each output channel; "
+        "each embedding table alike, per group of group_size columns of each row; biases and layer norms stay fp32; "
+        "activations in fp32",
     ("mixed", "onnxruntime", False):
         "ONNX Runtime bits per matrix: each matrix's expected loss at 4 and at 8 bits from the Fisher information on "
         "training sentences (1/2 sum F (w - q(w))^2); the least sensitive, at least int4_share of the weights, in "
@@ -140,6 +149,16 @@ def _int4_module_bytes(name: str, module: nn.Module, group_size: int) -> int:
     return _own_elements(module) * FP32
 
 
+def _ov_int4_module_bytes(module: nn.Module, group_size: int) -> int:
+    """Bytes of one module's own parameters under OpenVINO's int4 weight compression with ``group_size``: 4-bit
+    weights and one fp16 scale per group, for every linear layer and table."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        rows, columns = module.weight.shape   # a Linear's rows are its output channels, a table's its tokens
+        rest = sum(p.numel() for n, p in module.named_parameters(recurse=False) if n != "weight")
+        return -(-rows * columns // 2) + rows * -(-columns // group_size) * HALF + rest * FP32
+    return _own_elements(module) * FP32
+
+
 def _fp8_module_bytes(module: nn.Module) -> int:
     """Bytes of one module's own parameters under float8: a matrix's weights one byte each plus a scale per row."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -186,6 +205,8 @@ def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bo
         return sum(_fp8_module_bytes(module) for module in model.modules())
     if dtype == "int4" and backend == "onnxruntime" and group_size:
         return sum(_int4_module_bytes(name, module, group_size) for name, module in model.named_modules())
+    if dtype == "int4" and backend == "openvino" and group_size:
+        return sum(_ov_int4_module_bytes(module, group_size) for module in model.modules())
     if dtype != "int8" or backend not in ("torch", "onnxruntime", "openvino"):
         raise ValueError(f"no size model for {dtype} on {backend}")
     return sum(_int8_module_bytes(name, module, backend, calibrated) for name, module in model.named_modules())
