@@ -57,9 +57,9 @@ from compress.teachers.finetune import finetune_teacher, tokenized_for
 
 # (method, backend) pairs of ours.
 VARIANTS = [("int8", "torch"), ("bf16", "torch"), ("fp16", "torch"), ("fp8", "torch"), ("onnx", "onnxruntime"),
-            ("int8", "onnxruntime"), ("static-int8", "onnxruntime"), ("int4", "onnxruntime"), ("onnx", "openvino"),
-            ("bf16", "openvino"),
-            ("int8", "openvino")]
+            ("int8", "onnxruntime"), ("static-int8", "onnxruntime"), ("int4", "onnxruntime"),
+            ("mixed-bits", "onnxruntime"), ("onnx", "openvino"), ("bf16", "openvino"), ("int8", "openvino"),
+            ("int4", "openvino")]
 BASE = "transformers fp32"   # the speed-ups' base for the teacher; for a run's student, our fp32
 
 
