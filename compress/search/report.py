@@ -64,9 +64,9 @@ def verdict_lines(record: SearchRecord) -> list[str]:
     lines = [f"Chosen: {record.chosen} (run directory {record.chosen_run})."]
     if final is not None:
         seeds = len(record.seeds)
-        lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: {_metric(record)} "
-                     f"{_score(record, final.accuracy)} ({_scores(record, final.accuracy_interval)}), retention "
-                     f"{final.retention:.1%} "
+        lines.append(f"On test, over {seeds} seed{'s' if seeds > 1 else ''} and every test sentence: "
+                     f"{_metric(record)} {_score(record, final.accuracy)} ({_scores(record, final.accuracy_interval)}),"
+                     f" retention {final.retention:.1%} "
                      f"of the teacher ({_interval(final.retention_interval)}); {final.speedup:.2f}x the teacher's "
                      f"speed at batch 1 ({final.speedup_spread()}), "
                      f"{final.throughput_speedup:.2f}x its throughput, {final.size_bytes / 1e6:.2f} MB.")
@@ -96,8 +96,8 @@ def verdict_lines(record: SearchRecord) -> list[str]:
         score = "–" if chosen.dev_accuracy is None else _score(record, chosen.dev_accuracy)
         lines.append(f"Its selection {_metric(record)} ({score}, "
                      f"{_percent(chosen.dev_retention)} of the teacher's) is what chose it among {trained} trained "
-                     "candidates, so it is biased upward by the selection; the test interval above is not: it comes from seeds and sentences the search "
-                     "never selected on.")
+                     "candidates, so it is biased upward by the selection; the test interval above is not: it comes "
+                     "from seeds and sentences the search never selected on.")
     return lines
 
 
@@ -146,10 +146,9 @@ def summary_lines(record: SearchRecord) -> list[str]:
     """What `compress search` prints."""
     bar = f"{record.bar:.4f}" if record.bar is not None else "?"
     return [f"search ({record.status}): minimize {record.minimize} keeping {record.min_retention:.0%} of the "
-            f"teacher's {_metric(record)} on the {record.selection} sentences (a {_metric(record)} of {bar}; a "
-            f"retention there is "
-            f"resolved to "
-            f"+-{record.resolution or 0:.1%})", *verdict_lines(record), count_line(record), time_line(record)]
+            f"teacher's {_metric(record)} on the {record.selection} sentences (the bar: {_metric(record)} {bar}; a "
+            f"retention there is resolved to +-{record.resolution or 0:.1%})", *verdict_lines(record),
+            count_line(record), time_line(record)]
 
 
 def frontier(record: SearchRecord) -> list[CandidateRecord]:
@@ -168,6 +167,8 @@ def path(record: SearchRecord) -> list[CandidateRecord]:
 
 PATH_HEADERS = ("#", "candidate", "objective", "reached", "selection retention", "what happened", "seconds")
 FRONT_HEADERS = ("candidate", "objective", "selection retention (95% interval, one seed)", "params (M)", "size (MB)")
+
+
 def final_headers(record: SearchRecord) -> tuple[str, ...]:
     return ("model", "role", "selection retention (every seed)", f"test {_metric(record)}", "test retention",
             "speed-up (batch 1)", "size (MB)")
@@ -218,8 +219,8 @@ def _title(record: SearchRecord) -> str:
 
 
 def _context(record: SearchRecord) -> str:
-    bar = f"a {_metric(record)} of {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of the " \
-          f"teacher's {record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
+    bar = f"{_metric(record)} {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of " \
+          f"the teacher's {record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
     made = f"Made by `{record.command}`" if record.command else "Made from Python"
     return (f"{made} on {record.cpu}, {record.threads} threads, sequence length {record.seq_len}, "
             f"{record.created}; status: {record.status}; the bar: {bar}.")

@@ -254,7 +254,8 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int, prev
 def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
     return CompareConfig(teacher=config.teacher, dataset=config.dataset, text_column=config.text_column,
                          text_pair_column=config.text_pair_column, label_column=config.label_column, task=config.task,
-                         dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out, batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
+                         dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out,
+                         batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
                          precision=config.precision, threads=config.threads, seq_len=config.seq_len,
                          repeats=config.repeats, teacher_finetune=config.teacher_finetune, executor=config.executor,
                          command=config.command)

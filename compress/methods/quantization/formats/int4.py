@@ -1,11 +1,12 @@
 """Post-training weight-only int4: weights and embedding tables in 4 bits, one scale per group of input channels
-(ONNX Runtime, or OpenVINO through NNCF's weight compression); activations stay fp32. Not compared by default, and searched by default only for size: on the CPUs
-measured it saves bytes, not time."""
+(ONNX Runtime, or OpenVINO through NNCF's weight compression); activations stay fp32. Not compared by default, and
+searched by default only for size: on the CPUs measured it saves bytes, not time."""
 
 from compress.methods.quantization.face import GroupedOptions, quantization
 
 METHOD = quantization(
-    name="int4", rank=112, dtype="int4", backends=("onnxruntime", "openvino"), label="int4 weights", options=GroupedOptions,
+    name="int4", rank=112, dtype="int4", backends=("onnxruntime", "openvino"), label="int4 weights",
+    options=GroupedOptions,
     in_compare_default=False, searched_for=("size",),
     summary="post-training weight-only int4: weights and embeddings in 4 bits, one scale per group of input "
             "channels (ONNX Runtime, OpenVINO)",
