@@ -138,3 +138,12 @@ def test_float8_stores_e4m3_numbers_one_scale_a_row_and_rounds_within_their_prec
     loaded = load_fp8(tmp_path / "model.safetensors", model.config)
     assert torch.equal(loaded.attention[0].query.weight, restored)
     assert torch.equal(loaded.attention[0].query.bias, model.attention[0].query.bias)
+
+
+def test_openvino_int4_is_left_out_for_a_shape_its_group_size_does_not_divide():
+    from compress.methods.quantization.verb import usable_backends
+
+    fmt = _int4(32)
+    usable, skipped = usable_backends(fmt, "auto", shape=tiny_config(hidden_size=48, embedding_size=48))
+    assert usable == ["onnxruntime"] and "matrices 48 wide" in skipped["openvino"]
+    assert usable_backends(fmt, "auto", shape=tiny_config())[0] == ["onnxruntime", "openvino"]

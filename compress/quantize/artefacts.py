@@ -57,6 +57,16 @@ def unavailable(method: QuantMethod, backend: str, device: str = "cpu") -> str |
     return torch_backend.torch_int8_available() if method.dtype == "int8" else None
 
 
+def shape_misfit(method: QuantMethod, backend: str, config: EncoderConfig) -> str | None:
+    """Why ``method`` on ``backend`` cannot store a model of this shape (OpenVINO's int4 groups only channels its
+    group size divides), or None."""
+    if method.dtype == "int4" and backend == "openvino" and method.group_size:
+        from compress.quantize.sizes import ov_int4_misfit
+
+        return ov_int4_misfit(config, method.group_size)
+    return None
+
+
 def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
     """None when the format ``name`` (of ``dtype``) on ``backend`` runs on a GPU here, else why not: PyTorch runs
     bf16 and fp16 there, ONNX Runtime the fp32 model where its CUDA execution provider is installed; the int8 formats

@@ -149,6 +149,18 @@ def _int4_module_bytes(name: str, module: nn.Module, group_size: int) -> int:
     return _own_elements(module) * FP32
 
 
+def ov_int4_misfit(config: EncoderConfig, group_size: int) -> str | None:
+    """Why OpenVINO's int4 cannot store a model of this shape in groups of ``group_size`` (NNCF needs every matrix's
+    input channels, every table's columns, to be a multiple of it), or None."""
+    widths = sorted({module.weight.shape[1] for module in _meta_encoder(config).modules()
+                     if isinstance(module, (nn.Linear, nn.Embedding)) and module.weight.shape[1] % group_size})
+    if not widths:
+        return None
+    return (f"int4 on OpenVINO groups every matrix's input channels by group_size {group_size}, and this model has "
+            f"matrices {', '.join(map(str, widths))} wide; choose a group size that divides them or ONNX Runtime "
+            "(which pads).")
+
+
 def _ov_int4_module_bytes(module: nn.Module, group_size: int) -> int:
     """Bytes of one module's own parameters under OpenVINO's int4 weight compression with ``group_size``: 4-bit
     weights and one fp16 scale per group, for every linear layer and table."""

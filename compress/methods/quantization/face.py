@@ -215,7 +215,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         chosen = with_options(fmt, options)
         return min(stored_bytes(shape, dtype, b, calibrated, chosen.group_size, chosen.int4_share)
-                   for b in usable_backends(fmt, options.backend)[0])
+                   for b in usable_backends(chosen, options.backend, shape=shape)[0])
 
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
         return explain(fmt, teacher, tc, seq_len, options)

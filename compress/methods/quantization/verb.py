@@ -20,6 +20,7 @@ from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
 from compress.methods.quantization.details import CpuRecord, QuantDetails
 from compress.methods.quantization.face import QuantOptions
+from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions
 from compress.quantize.artefacts import (
@@ -28,6 +29,7 @@ from compress.quantize.artefacts import (
     load_artefact,
     needs_calibration,
     read_manifest,
+    shape_misfit,
     unavailable,
     write_artefact,
 )
@@ -61,11 +63,13 @@ def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.nda
     return batches
 
 
-def usable_backends(method: QuantMethod, backend: str, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
+def usable_backends(method: QuantMethod, backend: str, device: str = "cpu",
+                    shape: EncoderConfig | None = None) -> tuple[list[str], dict[str, str]]:
     """The backends to build and, for those left out, why; one clear line when none can run (on ``device``, where
-    the model is timed: the CPU or a GPU)."""
+    the model is timed: the CPU or a GPU; for a model of ``shape``, where given)."""
     backends = candidate_backends(method, backend)
-    reasons = {b: unavailable(method, b, device) for b in backends}
+    reasons = {b: unavailable(method, b, device) or (shape_misfit(method, b, shape) if shape else None)
+               for b in backends}
     usable = [b for b in backends if reasons[b] is None]
     if not usable:
         raise CompressError(f"{method.name} cannot run here: {reasons[backends[0]]}")
@@ -76,7 +80,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     """``model`` in ``fmt`` on the fastest backend of those ``options.backend`` allows, as an artefact in
     ``context.workdir`` (a new temporary directory when None); ``context.data`` gives the inputs it is timed
     and scored on (and static int8's calibration batches)."""
-    backends, skipped = usable_backends(fmt, options.backend, context.speed_device)
+    backends, skipped = usable_backends(fmt, options.backend, context.speed_device, model.config)
     data = context.data
     if data is None:
         raise CompressError(f"{fmt.name} needs the task's data to time and score the model (Context.data).")
@@ -156,7 +160,7 @@ def probe(model: Encoder, options: QuantOptions, context: Context,
     ``context.workdir`` and loads it back from its files: what a search times before it trains anything, building only
     the backends it asks for (calibrated formats take their ranges from ``context.data``'s training batches, so they
     run as they will, whatever the weights)."""
-    backends, _ = usable_backends(fmt, options.backend)
+    backends, _ = usable_backends(fmt, options.backend, shape=model.config)
     if context.workdir is None:
         raise CompressError(f"{fmt.name}'s probe writes its artefacts into Context.workdir, and it is None.")
     workdir = context.workdir
