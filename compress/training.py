@@ -234,12 +234,15 @@ def stage_metric(metric: str, dev: dict[str, float]) -> str:
 
 def not_learning(dev: dict[str, float], labels: torch.Tensor) -> str | None:
     """What says a model has learned nothing, or None: a classifier's dev accuracy no better than the majority class
-    (:func:`no_better_than_majority`), a regression's dev Pearson correlation within two standard errors of 0
-    (|r| <= 2 / sqrt(n), as a constant or random output gives)."""
+    (:func:`no_better_than_majority`), unless on two classes its Matthews correlation is more than two standard errors
+    above 0 (on unbalanced classes a model that learned can still be near the majority's accuracy); a regression's dev
+    Pearson correlation within two standard errors of 0 (|r| <= 2 / sqrt(n), as a constant or random output gives)."""
+    bound = 2 / math.sqrt(max(len(labels), 1))
     if "pearson" in dev:
-        bound = 2 / math.sqrt(max(len(labels), 1))
         return (f"dev Pearson correlation is {dev['pearson']:.4f}, no further from 0 than {bound:.4f} (two standard "
                 "errors)") if abs(dev["pearson"]) <= bound else None
+    if dev.get("mcc", 0.0) > bound:
+        return None
     majority = no_better_than_majority(dev["accuracy"], labels)
     return (f"dev accuracy is {dev['accuracy']:.4f}, no better than always answering the most frequent class "
             f"({majority:.4f})") if majority is not None else None
