@@ -39,6 +39,7 @@ def test_the_constant_answer_scores_what_scikit_learn_says(classes):
     assert f"F1 {100 * f1_score(gold, always, zero_division=0):.1f}" in said
     assert f"Matthews {100 * matthews_corrcoef(gold, always):.1f}" in said
     assert f"always answers {['negative', 'positive'][common]}" in said
+    assert said.startswith(f"{max(classes.values())} of the 601 test sentences")   # counts, read back from JSON
 
 
 def test_a_row_that_gives_up_on_the_rare_class_is_named_and_the_crossed_order_said():

@@ -83,7 +83,7 @@ def _constant_answer(comparison: ShownComparison, names: tuple[str, ...]) -> lis
     scores = {"accuracy": share, "f1": 2 * share / (1 + share) if common == positive else 0.0,
               "macro_f1": share / (1 + share), "mcc": 0.0}
     said = ", ".join(f"{_title(n)} {100 * scores[n]:.1f}" for n in names if n in scores)
-    return [f"{count:,} of the {total:,} test sentences ({100 * share:.1f}%) are {common}: a model that always "
+    return [f"{count:,.0f} of the {total:,.0f} test sentences ({100 * share:.1f}%) are {common}: a model that always "
             f"answers {common} scores {said} (×100; the positive class is {positive})."] if said else []
 
 
