@@ -475,6 +475,8 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if shown.has_intervals:
         lines += ["", _md(INTERVAL_NOTES[1][0].upper() + INTERVAL_NOTES[1][1:])]
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
+    if (metrics := metrics_section(shown)) is not None:   # where the metrics disagree, the page says so too
+        lines += ["", f"{heading}# {METRICS_HEADING}", "", *_md_section(metrics)]
     lines += [_md(w) + "  " for w in _warnings(shown)]
     return "\n".join(lines).rstrip() + "\n"
 
