@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -113,10 +114,17 @@ def compress_weights_int4(onnx_path: Path, xml: Path, group_size: int) -> None:
     (the heads too) in signed 4 bits, symmetric, one fp16 scale per ``group_size`` input channels of each output
     channel (per group of columns of a table's row); saved as IR at ``xml``."""
     ov, nncf = _modules()
+    from nncf.common.logging import nncf_logger
+
     model = ov.Core().read_model(str(onnx_path))
-    with contextlib.redirect_stdout(io.StringIO()):  # NNCF prints its table and a bar on stdout
-        compressed = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=group_size,
-                                           ratio=1.0, all_layers=True)
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.WARNING)   # its table of bit widths, logged to the stdout it found at import
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # and its progress bar
+            compressed = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=group_size,
+                                               ratio=1.0, all_layers=True)
+    finally:
+        nncf_logger.setLevel(level)
     ov.save_model(compressed, str(xml), compress_to_fp16=False)
 
 
