@@ -49,7 +49,7 @@ from compress.data.load import load_task
 from compress.methods.quantization import quant_format
 from compress.methods.quantization.verb import calibration_batches
 from compress.predictions import Predictions
-from compress.quantize.artefacts import load_artefact, unavailable, write_artefact
+from compress.quantize.artefacts import load_artefact, shape_misfit, unavailable, write_artefact
 from compress.quantize.predictors import Predictor, TorchPredictor, predict_batches
 from compress.runs.source import run_source
 from compress.stats import ratio_quartiles
@@ -146,7 +146,7 @@ def _variants(model, data, directory: Path, threads: int, skip_slow: bool, calib
     predictors: dict[str, Predictor] = {"fp32 torch": TorchPredictor(model)}
     for method, backend in VARIANTS:
         name = f"{quant_format(method).dtype} {backend}" + (" static" if method == "static-int8" else "")
-        reason = unavailable(quant_format(method), backend)
+        reason = unavailable(quant_format(method), backend) or shape_misfit(quant_format(method), backend, model.config)
         if method == "fp16" and not (features.get("avx512_fp16") or features.get("amx_fp16")) and skip_slow:
             reason = "no fp16 units on this CPU (AVX512-FP16 / AMX-FP16); pass --all to time it anyway"
         if reason:
