@@ -143,3 +143,12 @@ def interruptible_run(root: Path, epochs: int = 3) -> dict[str, Any]:
     done = run_cli(*args, "--out", str(reference), env=env)
     assert done.returncode == 0, done.stderr
     return {"root": root, "env": env, "args": args, "reference": reference}
+
+
+def tiny_quantization_run(root: Path) -> tuple[list[str], dict[str, str]]:
+    """A tiny teacher (2 layers of 64) and CSV under ``root``: the flags a quick `compress run` of a quantization
+    takes, and an environment with its own cache there."""
+    teacher = make_tiny_teacher(root / "teacher", layers=2, hidden=64)
+    csv = write_tiny_csv(root / "tiny.csv")
+    return (["--teacher", str(teacher), "--dataset", str(csv), "--teacher-epochs", "1", "--threads", "1"],
+            {"COMPRESS_CACHE": str(root / "cache")})

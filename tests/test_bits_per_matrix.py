@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 import torch
-from helpers import make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+from helpers import run_cli, tiny_config, tiny_quantization_run
 from test_low_bits import _model, _rounded
 
 from compress.methods.quantization import quant_format
@@ -118,10 +118,7 @@ def test_the_graph_holds_the_widths_chosen_and_the_bytes_counted(tmp_path):
 
 
 def test_compress_run_mixed_bits_reports_every_matrix_and_refuses_a_bad_share(tmp_path):
-    teacher = make_tiny_teacher(tmp_path / "teacher", layers=2, hidden=64)
-    csv = write_tiny_csv(tmp_path / "tiny.csv")
-    env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
-    common = ["--teacher", str(teacher), "--dataset", str(csv), "--teacher-epochs", "1", "--threads", "1"]
+    common, env = tiny_quantization_run(tmp_path)
     done = run_cli("run", "mixed-bits[int4_share=0.6]", *common, "--out", str(tmp_path / "run"), env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

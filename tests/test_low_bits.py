@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from helpers import make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+from helpers import run_cli, tiny_config, tiny_quantization_run
 from onnx import numpy_helper
 from torch import nn
 
@@ -92,10 +92,7 @@ def test_each_backend_rounds_as_the_scheme_says(tmp_path, backend):
 
 
 def test_compress_run_int4_writes_a_four_bit_model_and_refuses_a_bad_group_size(tmp_path):
-    teacher = make_tiny_teacher(tmp_path / "teacher", layers=2, hidden=64)
-    csv = write_tiny_csv(tmp_path / "tiny.csv")
-    env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
-    common = ["--teacher", str(teacher), "--dataset", str(csv), "--teacher-epochs", "1", "--threads", "1"]
+    common, env = tiny_quantization_run(tmp_path)
     done = run_cli("run", "int4[group_size=64]", *common, "--out", str(tmp_path / "run"), env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

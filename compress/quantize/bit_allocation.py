@@ -112,14 +112,16 @@ def allocate(model: Encoder, fisher: Mapping[str, torch.Tensor], int4_share: flo
         found.append(MatrixBits(name, p.numel(), lose(int8_rounded(w, name in tables)),
                                 lose(int4_rounded(w, group_size)), 8))
     need = int4_share * sum(m.weights for m in found)
-    order = sorted(found, key=lambda m: (m.extra_per_weight, m.name))
     chosen: list[MatrixBits] = []
-    for m in order:                      # the least extra loss per weight first, until the budget is met
-        if sum(c.weights for c in chosen) >= need:
+    moved = 0
+    for m in sorted(found, key=lambda m: (m.extra_per_weight, m.name)):   # least extra loss per weight first,
+        if moved >= need:                                                  # until the budget is met
             break
         chosen.append(m)
-    for m in sorted(chosen, key=lambda m: m.loss_int4 - m.loss_int8, reverse=True):   # then give back, the costliest
-        if sum(c.weights for c in chosen) - m.weights >= need:                         # first, what is not needed
-            chosen.remove(m)
+        moved += m.weights
     four = {m.name for m in chosen}
+    for m in sorted(chosen, key=lambda m: m.loss_int4 - m.loss_int8, reverse=True):   # then give back, the costliest
+        if moved - m.weights >= need:                                                  # first, what is not needed
+            four.discard(m.name)
+            moved -= m.weights
     return [MatrixBits(m.name, m.weights, m.loss_int8, m.loss_int4, 4 if m.name in four else 8) for m in found]

@@ -207,10 +207,9 @@ def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bo
     model = _meta_encoder(config)
     if dtype == "mixed" and backend == "onnxruntime" and group_size and int4_share is not None:
         int8 = stored_bytes(config, "int8", backend)
-        saved = sum(_int8_module_bytes(name, module, backend, False) - _int4_module_bytes(name, module, group_size)
-                    for name, module in model.named_modules()
-                    if isinstance(module, (nn.Linear, nn.Embedding)) and name not in GEMM_MODULES)
-        return round(int8 - int4_share * saved)
+        every = {f"{name}.weight" for name, module in model.named_modules()
+                 if isinstance(module, (nn.Linear, nn.Embedding)) and name not in GEMM_MODULES}
+        return round(int8 - int4_share * (int8 - allocated_bytes(config, every, group_size)))
     if dtype in DTYPE_BYTES:
         return sum(p.numel() for p in model.parameters()) * DTYPE_BYTES[dtype]
     if dtype == "fp8" and backend == "torch":

@@ -16,11 +16,14 @@ selection predictions, then bootstrapped as a trained one would be:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from compress.errors import CompressError
 from compress.predictions import Predictions
-from compress.stats import Scored, retention_interval, retention_resolution
+from compress.runs.paired import teacher_evidence
+from compress.stats import retention_interval, retention_resolution
 from compress.task_metrics import ACCURACY, TaskMetric
 
 # A regression candidate near the bar departs from the teacher's values by this share of their spread: on mr-score's
@@ -41,7 +44,7 @@ def selection_resolution(teacher: Predictions, metric: TaskMetric, retention: fl
         gap = (1 - retention) * score
         return retention_resolution(len(teacher.labels), score, retention, max(disagreement, gap))
     candidate = plausible_candidate(teacher, metric, retention, disagreement, seed)
-    interval = retention_interval(_evidence(candidate, metric), _evidence(teacher, metric), seed=seed)
+    interval = retention_interval(teacher_evidence(candidate, metric), teacher_evidence(teacher, metric), seed=seed)
     return (interval.high - interval.low) / 2
 
 
@@ -88,18 +91,20 @@ def _regression_values(teacher: Predictions, metric: TaskMetric, target: float, 
         return _score(_answers(answers, teacher), metric)
 
     if score(answered(0.0)) > target:   # pure noise of that size keeps more than the bar: grow it until it does not
-        low, high = DEVIATION, 2 * DEVIATION
+        high = 2 * DEVIATION
         while score(answered(0.0, high)) > target and high < 1e6:
-            low, high = high, 2 * high
-        for _ in range(50):
-            middle = (low + high) / 2
-            low, high = (middle, high) if score(answered(0.0, middle)) > target else (low, middle)
-        return answered(0.0, high)
-    low, high = 0.0, np.pi / 2          # the metric rises as the deviation turns towards the gold values
+            high *= 2
+        return answered(0.0, _boundary(lambda size: score(answered(0.0, size)) <= target, high / 2, high))
+    # the metric rises as the deviation turns towards the gold values
+    return answered(_boundary(lambda angle: score(answered(angle)) > target, 0.0, np.pi / 2))
+
+
+def _boundary(past: Callable[[float], bool], low: float, high: float) -> float:
+    """Where ``past`` turns true between ``low`` (false) and ``high`` (true), by 50 halvings; the side it is true."""
     for _ in range(50):
         middle = (low + high) / 2
-        low, high = (low, middle) if score(answered(middle)) > target else (middle, high)
-    return answered(high)
+        low, high = (low, middle) if past(middle) else (middle, high)
+    return high
 
 
 def _answers(outputs: np.ndarray, teacher: Predictions) -> Predictions:
@@ -109,9 +114,5 @@ def _answers(outputs: np.ndarray, teacher: Predictions) -> Predictions:
     return Predictions(np.eye(teacher.logits.shape[-1], dtype=np.float32)[outputs], teacher.labels)
 
 
-def _evidence(predictions: Predictions, metric: TaskMetric) -> Scored:
-    return Scored(predictions.statistics(metric)[None], metric, predictions.logits.shape[-1])
-
-
 def _score(predictions: Predictions, metric: TaskMetric) -> float:
-    return _evidence(predictions, metric).value()
+    return teacher_evidence(predictions, metric).value()
