@@ -93,10 +93,10 @@ def _metric_name(record: RunRecord) -> str:
     """What the run's retention is of, in words."""
     if record.metric is not None:
         return METRICS[record.metric].title if record.metric in METRICS else record.metric
-    return _primary_name(record.teacher)
+    return primary_name(record.teacher)
 
 
-def _primary_name(model: ModelRecord) -> str:
+def primary_name(model: ModelRecord) -> str:
     return "accuracy" if model.accuracy is not None else "Pearson correlation"
 
 
@@ -171,7 +171,7 @@ def _chain_lines(record: RunRecord) -> list[str]:
     t = record.teacher
     lines = ["", "## Pipeline: what each step bought", "",
              "Each step's numbers as its own run measured them (latency at batch 1).", "",
-             f"| step | parameters | size (MB) | test {_primary_name(t)} | latency p50 (ms) | run |",
+             f"| step | parameters | size (MB) | test {primary_name(t)} | latency p50 (ms) | run |",
              "|---|---:|---:|---:|---:|---|",
              _row("teacher", f"{t.params:,}", f"{t.size_bytes / 1e6:.1f}", f"{primary(t):.4f}", "", "")]
     for step in record.chain:

@@ -29,17 +29,22 @@ def _runtime(q: QuantDetails, backend: str) -> str:
 
 
 def summary_lines(record: RunRecord) -> list[str]:
+    from compress.reports.run_record import primary_name   # the registry loads this module: imported when used
+
     q: QuantDetails = record.details  # type: ignore[assignment]
     chosen = record.speed["student"]
     lines = [f"batch-1 latency {chosen['latency_ms_p50']:.1f} ms vs fp32 {q.fp32_speed['latency_ms_p50']:.1f} ms "
-             f"({q.fp32_speed['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); accuracy "
+             f"({q.fp32_speed['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); {primary_name(record.teacher)} "
              f"{-q.accuracy_drop_points:+.2f} points vs fp32{batched_change(q)}",
              f"backend {_runtime(q, q.backend)}: {q.chosen_by}"]
     return lines + ([f"note: {q.note}"] if q.note else [])
 
 
 def report_lines(record: RunRecord) -> list[str]:
+    from compress.reports.run_record import primary_name
+
     q: QuantDetails = record.details  # type: ignore[assignment]
+    score = primary_name(record.teacher)   # accuracy, or a regression's Pearson correlation
     source = record.source
     found = [name for name, present in q.cpu.features.items() if present]
     what = "fine-tuned teacher" if source is None or source.kind == "teacher" else f"student of {source.parent}"
@@ -48,10 +53,12 @@ def report_lines(record: RunRecord) -> list[str]:
     lines = [
         "## Quantization",
         "",
-        f"Quantized: the {what} (fp32 test accuracy {q.fp32_accuracy:.4f}). Backend **{q.backend}**, {q.dtype} "
-        f"({q.chosen_by}); test accuracy, one sentence at a time, changes by {-q.accuracy_drop_points:+.2f} "
-        f"points{batched_change(q)}, the model agrees with fp32 on {q.prediction_agreement:.1%} of test "
-        f"predictions, and its logits differ by at most {q.max_abs_logit_diff:.2e}.",
+        f"Quantized: the {what} (fp32 test {score} {q.fp32_accuracy:.4f}). Backend **{q.backend}**, {q.dtype} "
+        f"({q.chosen_by}); test {score}, one sentence at a time, changes by {-q.accuracy_drop_points:+.2f} "
+        f"points{batched_change(q)}, " + (f"the model agrees with fp32 on {q.prediction_agreement:.1%} of test "
+                                          "predictions, and its logits differ" if record.teacher.accuracy is not None
+                                          else "its predicted values differ") +
+        f" by at most {q.max_abs_logit_diff:.2e}.",
         "",
         f"CPU: {q.cpu.model} (features: {', '.join(found) or 'none of note'}; torch uses {q.cpu.torch_capability}).",
         "",
@@ -60,7 +67,7 @@ def report_lines(record: RunRecord) -> list[str]:
         f"batch {base['config']['batch_size']}):",
         "",
         "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |"
-        + (" dev accuracy |" if scored else ""),
+        + (f" dev {score} |" if scored else ""),
         "|---|---:|---:|---:|---:|" + ("---:|" if scored else ""),
     ]
     dev = {"fp32": q.fp32_dev_accuracy, **q.dev_accuracy}
