@@ -28,6 +28,7 @@ def _batches(vocab: int, rows: int = 6, length: int = 7, seed: int = 0) -> list[
     ids = rng.integers(1, vocab, (rows, length))
     mask = np.ones_like(ids)
     mask[::2, -3:] = 0          # padding, which each example is cut before
+    ids[:, 1] = ids[:, 0]       # a token used twice: its row's derivative is summed before it is squared
     ids[mask == 0] = 0
     return [{"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}]
 

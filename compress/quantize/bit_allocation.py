@@ -41,9 +41,14 @@ def fisher_diagonal(model: Encoder, batches: Iterable[Mapping[str, np.ndarray]],
     params = candidates(model)
     total = {name: torch.zeros_like(p, dtype=torch.float32) for name, p in params.items()}
     was_training = model.training
+    # A table's gradient as the rows a sentence uses (sparse), not a dense copy of the whole vocabulary's table for
+    # every sentence and class: the same numbers, without sweeping 30,000 untouched rows each time.
+    tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and not m.sparse]
     model.eval()
     seen = 0
     try:
+        for table in tables:
+            table.sparse = True
         for batch in batches:
             for row in range(len(batch["input_ids"])):
                 if seen == examples:
@@ -53,14 +58,29 @@ def fisher_diagonal(model: Encoder, batches: Iterable[Mapping[str, np.ndarray]],
                 for weight, output in _log_likelihoods(model(*inputs).logits[0]):
                     grads = torch.autograd.grad(output, list(params.values()), retain_graph=True, allow_unused=True)
                     for name, grad in zip(params, grads, strict=True):
-                        if grad is not None:
-                            total[name] += weight * grad.float() ** 2
+                        _add_squared(total[name], grad, weight)
                 seen += 1
     finally:
+        for table in tables:
+            table.sparse = False
         model.train(was_training)
     if seen == 0:
         raise ValueError("the Fisher diagonal needs at least one example")
     return {name: value / seen for name, value in total.items()}
+
+
+def _add_squared(total: torch.Tensor, grad: torch.Tensor | None, weight: float) -> None:
+    """``total += weight * grad ** 2``, for a sparse gradient only on its rows (a row a sentence uses twice summed
+    first: the square is of the whole derivative)."""
+    if grad is None:
+        return
+    if grad.is_sparse:
+        grad = grad.coalesce()
+        values = grad.values().float()
+        total.index_add_(0, grad.indices()[0], values * values, alpha=weight)
+    else:
+        grad = grad.float()
+        total.addcmul_(grad, grad, value=weight)
 
 
 def _log_likelihoods(logits: torch.Tensor) -> list[tuple[float, torch.Tensor]]:
