@@ -27,16 +27,13 @@ the matrix first (over more than in out / (in + out) tokens: :func:`compress.mod
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-import torch
 from torch import nn
 
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder, merges
+from compress.models.encoder import Encoder, merges, shapes_only
 
 # Display order and meaning of the components.
 COMPONENTS: dict[str, str] = {
@@ -96,30 +93,11 @@ class ParamCount:
         return self.by_component["classifier"]
 
 
-_INITIALISERS = ("normal_", "uniform_", "zeros_", "ones_", "constant_", "kaiming_uniform_", "trunc_normal_")
-
-
-@contextmanager
-def _shapes_only() -> Iterator[None]:
-    """Build modules on the meta device without running their weight initialisers: counting needs shapes
-    only, and torch runs ``normal_`` on meta tensors through Python decompositions whose first call
-    imports torch._dynamo (2-3 s, in every command that counts a configuration's parameters)."""
-    saved = {name: getattr(nn.init, name) for name in _INITIALISERS}
-    try:
-        for name in _INITIALISERS:
-            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
-        with torch.device("meta"):
-            yield
-    finally:
-        for name, initialiser in saved.items():
-            setattr(nn.init, name, initialiser)
-
-
 @lru_cache(maxsize=512)
 def meta_encoder(config: EncoderConfig) -> Encoder:
     """An encoder of shape ``config`` on the meta device, shapes only (no memory, no initialisers); kept for the
     next call with the same shape (a search counts thousands): read it, never change it."""
-    with _shapes_only():
+    with shapes_only():
         return Encoder(config)
 
 

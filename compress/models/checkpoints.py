@@ -201,9 +201,7 @@ def load_encoder(directory: Path, num_labels: int | None = None) -> LoadedEncode
     config = read_config(directory)[0]
     weights = read_weights(directory)
     if source == "compress":
-        model = Encoder(config)
-        model.load_state_dict(weights)
-        return LoadedEncoder(model.eval(), source, [], meta.get("label_names"))
+        return LoadedEncoder(Encoder.holding(config, weights).eval(), source, [], meta.get("label_names"))
 
     hf_state = normalize_hf_keys(weights, source)
     classifier = hf_state.get("classifier.weight")

@@ -41,6 +41,8 @@ zero gate switches off; a forward pass without gates runs no extra operation.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -330,8 +332,38 @@ def _padding_free(attention_mask: torch.Tensor) -> bool:
     return bool(attention_mask.all())
 
 
+_INITIALISERS = ("normal_", "uniform_", "zeros_", "ones_", "constant_", "kaiming_uniform_", "trunc_normal_")
+
+
+@contextmanager
+def shapes_only() -> Iterator[None]:
+    """Build modules on the meta device without running their weight initialisers: shapes, no memory. torch runs
+    ``normal_`` on meta tensors through Python decompositions whose first call imports torch._dynamo (2-3 s)."""
+    saved = {name: getattr(nn.init, name) for name in _INITIALISERS}
+    try:
+        for name in _INITIALISERS:
+            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        with torch.device("meta"):
+            yield
+    finally:
+        for name, initialiser in saved.items():
+            setattr(nn.init, name, initialiser)
+
+
 class Encoder(nn.Module):
     """The encoder with BERT's sequence-classification head (pooler + classifier)."""
+
+    @classmethod
+    def holding(cls, config: EncoderConfig, state: Mapping[str, torch.Tensor], device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32) -> Encoder:
+        """An encoder of ``config`` with every weight copied from ``state`` (strictly: each has a place, each place
+        a weight), on ``device`` in ``dtype``. Built from shapes, not from random weights the copy would replace:
+        drawing them was most of the time a load took (a BERT vocabulary's table alone is 10 million numbers)."""
+        with shapes_only():
+            model = cls(config)
+        model = model.to_empty(device=device).to(dtype)
+        model.load_state_dict(state)
+        return model
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()

@@ -116,9 +116,7 @@ def prune_model(model: Encoder, keep: Keep) -> Encoder:
             state[f"{dst}output.weight"] = source[f"{src}output.weight"][:, idx].clone()
         for name in ("output.bias", "layer_norm.weight", "layer_norm.bias"):
             state[dst + name] = source[src + name].clone()
-    pruned = Encoder(new_config).to(next(model.parameters()).device)
-    pruned.load_state_dict(state)
-    return pruned.train(model.training)
+    return Encoder.holding(new_config, state, next(model.parameters()).device).train(model.training)
 
 
 def gates_for(config: EncoderConfig, keep: Keep) -> Gates:

@@ -119,8 +119,7 @@ def _pruned_encoder(model: Encoder, keep: list[int]) -> Encoder:
     state = model.state_dict()
     table = state[WORD_EMBEDDINGS]
     state[WORD_EMBEDDINGS] = table.index_select(0, torch.tensor(keep, device=table.device))
-    pruned = Encoder(config).to(device=table.device, dtype=table.dtype)
-    pruned.load_state_dict(state)  # strict: every other weight has a place, and gets a copy
+    pruned = Encoder.holding(config, state, table.device, table.dtype)  # every other weight has a place, and a copy
     frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
     for name, parameter in pruned.named_parameters():
         parameter.requires_grad_(name not in frozen)

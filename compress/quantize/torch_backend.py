@@ -57,9 +57,7 @@ def quantize_int8(model: Encoder) -> nn.Module:
     reason = torch_int8_available()
     if reason:
         raise CompressError(f"PyTorch int8 is unavailable: {reason}")
-    fp32 = Encoder(model.config)
-    fp32.load_state_dict(model.state_dict())
-    return _dynamic_quantize(fp32.eval())
+    return _dynamic_quantize(Encoder.holding(model.config, model.state_dict()).eval())
 
 
 def _quantized_linears(model: nn.Module) -> dict[str, nn.Module]:
@@ -112,9 +110,7 @@ def half_available(dtype: str, features: dict[str, bool]) -> str | None:
 
 def to_half(model: Encoder, dtype: str) -> Encoder:
     """A copy of ``model`` with every tensor in ``dtype`` ("bf16" or "fp16")."""
-    half = Encoder(model.config)
-    half.load_state_dict(model.state_dict())
-    return half.to(HALF_DTYPES[dtype]).eval()
+    return Encoder.holding(model.config, model.state_dict(), dtype=HALF_DTYPES[dtype]).eval()
 
 
 def save_half(model: Encoder, path: Path) -> None:
@@ -122,9 +118,7 @@ def save_half(model: Encoder, path: Path) -> None:
 
 
 def load_half(path: Path, config: EncoderConfig, dtype: str) -> Encoder:
-    model = Encoder(config).to(HALF_DTYPES[dtype])
-    model.load_state_dict(load_file(str(path)))
-    return model.eval()
+    return Encoder.holding(config, load_file(str(path)), dtype=HALF_DTYPES[dtype]).eval()
 
 
 def _fp8_matrices(model: nn.Module) -> dict[str, nn.Module]:

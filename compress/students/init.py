@@ -97,7 +97,7 @@ def fit_embeddings(teacher: Encoder, student: Encoder, steps: int = 200, seq_len
     config = teacher.config
     n = min(seq_len, config.max_positions, student.config.max_positions)
     params = list(student.embeddings.parameters())
-    optimizer = torch.optim.Adam(params, lr=lr)
+    optimizer = torch.optim.Adam(params, lr=lr, fused=True)   # one kernel: the per-tensor loop is ~6x slower on CPU
     teacher_mode, student_mode = teacher.training, student.training
     teacher.eval()
     student.eval()  # no dropout while fitting

@@ -30,7 +30,7 @@ from compress.methods.lowrank.factorize import (
 from compress.methods.lowrank.options import ALLOCATIONS, WEIGHTINGS, LowRankOptions
 from compress.models.checkpoints import model_digest
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
+from compress.models.encoder import Encoder, shapes_only
 from compress.registry import Context, Transformed
 from compress.training import seed_everything
 
@@ -112,9 +112,9 @@ def factorize(model: Encoder, ranks: dict[str, int], weights: dict[str, Any], wo
     matrix's :class:`Weighted` already computed) and the token embedding by plain SVD factors when
     ``word_rank``; ``model`` is left as it was."""
     config = factorized_config(model.config, ranks, word_rank)
-    student = Encoder(config).to(next(model.parameters()).device)
     state = model.state_dict()
-    new = {name: state[name] for name in student.state_dict() if name in state}
+    with shapes_only():
+        new = {name: state[name] for name in Encoder(config).state_dict() if name in state}
     for m in matrices(model):
         rank = ranks.get(m.key, 0)
         if not rank:
@@ -130,8 +130,7 @@ def factorize(model: Encoder, ranks: dict[str, int], weights: dict[str, Any], wo
         root = s[:word_rank].sqrt()
         new |= {"embeddings.word_embeddings.rows.weight": (u[:, :word_rank] * root).to(table.dtype),
                 "embeddings.word_embeddings.up.weight": (root[:, None] * vh[:word_rank]).T.to(table.dtype)}
-    student.load_state_dict(new)
-    return student.eval()
+    return Encoder.holding(config, new, next(model.parameters()).device).eval()
 
 
 def statistics(model: Encoder, weighting: str, batches: list[dict[str, torch.Tensor]],
