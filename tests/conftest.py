@@ -60,6 +60,10 @@ if _made_here:
     _watched = {what: (path, snapshot(path)) for what, path in user_caches().items()}
     os.environ[_ROOT] = tempfile.mkdtemp(prefix="compress-tests-")
 os.environ.update(_suite_environment(Path(os.environ[_ROOT])))
+# One thread per process unless a test asks for more: `make test` already runs one worker per CPU, and two workers
+# whose torch each spins two OpenMP threads on two cores ran five times slower than with one each (two concurrent
+# `compress pretrain` of the tiny teacher: 51 s against 10 s). Speed measurements fix their own counts (--threads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def changed_caches() -> list[str]:
