@@ -19,7 +19,8 @@ from compress.methods.quantization import quant_format
 from compress.methods.quantization.face import with_options
 from compress.models.config import INPUT_NAMES
 from compress.quantize.artefacts import read_manifest, write_artefact
-from compress.quantize.bit_allocation import allocate, candidates, fisher_diagonal, int4_rounded, int8_rounded
+from compress.quantize.bit_allocation import allocate, candidates, fisher_diagonal
+from compress.quantize.fake_quant import int4_rounded, int8_rounded
 from compress.quantize.sizes import allocated_bytes, stored_bytes
 
 

@@ -20,6 +20,13 @@ def _kd(weight: float) -> LossTerm:
     return LossTerm("kd_kl", weight, {"temperature": KD_TEMPERATURE, "scale_by_t2": True})
 
 
+def recovery_terms() -> list[LossTerm]:
+    """What a transform recovers with, by distillation from the model it was given (pruning, low-rank factorization,
+    quantization-aware training): that model's soft targets and, layer by layer, its hidden states (the same width,
+    so no projection)."""
+    return [_kd(1.0), LossTerm("hidden_mse", 1.0)]
+
+
 def albert_recipe(hidden_loss: bool = False, epochs: int = 3, lr: float = 1e-4,
                   intermediate_epochs: int = 0) -> Recipe:
     terms = [_kd(0.5), LossTerm("hard_ce", 0.5)]

@@ -22,6 +22,7 @@ import torch
 
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
+from compress.quantize.fake_quant import int4_rounded, int8_rounded
 from compress.quantize.formats import MatrixBits
 
 SENSITIVITY_EXAMPLES = 64   # training sentences the Fisher diagonal is averaged over
@@ -90,31 +91,6 @@ def _log_likelihoods(logits: torch.Tensor) -> list[tuple[float, torch.Tensor]]:
         return [(1.0, logits.reshape(()))]
     log_p = torch.log_softmax(logits.float(), -1)
     return [(float(log_p[y].detach().exp()), log_p[y]) for y in range(len(log_p))]
-
-
-def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
-    """``weight`` as ONNX Runtime's symmetric 4-bit format stores it: one scale per ``group_size`` consecutive
-    entries of each row (a linear weight's input channels, a table's columns), the entry of largest magnitude
-    mapped to -8 (``s = w_max / -8``), every entry to ``round(w / s)`` clipped to -8..7."""
-    rows, cols = weight.shape
-    w = torch.nn.functional.pad(weight.detach().float(), (0, -cols % group_size)).reshape(rows, -1, group_size)
-    scale = w.gather(-1, w.abs().argmax(-1, keepdim=True)) / -8
-    q = torch.where(scale == 0, 0, w / torch.where(scale == 0, 1, scale)).round().clamp(-8, 7)
-    return (q * scale).reshape(rows, -1)[:, :cols]
-
-
-def int8_rounded(weight: torch.Tensor, table: bool) -> torch.Tensor:
-    """``weight`` as ONNX Runtime's dynamic int8 stores it: a linear weight symmetric with one scale per output
-    channel (max|w| / 127), a table in uint8 with one scale and zero point over a range that holds 0."""
-    w = weight.detach().float()
-    if table:
-        low, high = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
-        scale = (high - low) / 255 or 1.0
-        zero = round(-low / scale)
-        return ((w / scale).round() + zero).clamp(0, 255).sub(zero) * scale
-    scale = w.abs().amax(1, keepdim=True) / 127
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-    return (w / scale).round().clamp(-127, 127) * scale
 
 
 def allocate(model: Encoder, fisher: Mapping[str, torch.Tensor], int4_share: float, group_size: int,

@@ -10,7 +10,8 @@ import torch
 
 from compress.device import resolve_device
 from compress.distill.layer_maps import LayerMap
-from compress.distill.recipe import LossTerm, Recipe, Stage
+from compress.distill.recipe import Recipe, Stage
+from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
 from compress.methods.lowrank.details import FactorizedMatrix, LowRankDetails
@@ -33,8 +34,6 @@ from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder, shapes_only
 from compress.registry import Context, Transformed
 from compress.training import seed_everything
-
-KD_TEMPERATURE = 2.0
 
 
 def check_options(options: LowRankOptions) -> None:
@@ -81,9 +80,7 @@ def check_shape(options: LowRankOptions, shape: EncoderConfig) -> None:
 def recovery_recipe(options: LowRankOptions, layers: int) -> Recipe:
     """Distillation from the unfactorized model: its soft targets and, layer by layer, its hidden states (same
     depth and width, so layer i faces layer i)."""
-    terms = [LossTerm("kd_kl", 1.0, {"temperature": KD_TEMPERATURE, "scale_by_t2": True}),
-             LossTerm("hidden_mse", 1.0)]
-    stages = [Stage("recover", terms, epochs=options.recovery_epochs, lr=options.recovery_lr)] \
+    stages = [Stage("recover", recovery_terms(), epochs=options.recovery_epochs, lr=options.recovery_lr)] \
         if options.recovery_epochs else []
     return Recipe("lowrank", stages, LayerMap("explicit", tuple(range(1, layers + 1))))
 

@@ -25,7 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from compress.data.batching import TokenizedTask
 from compress.device import resolve_device
 from compress.distill.layer_maps import LayerMap
-from compress.distill.recipe import LossTerm, Recipe, Stage
+from compress.distill.recipe import Recipe, Stage
+from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
 from compress.methods.prune.details import HeadCurve, PruneDetails, PruneStep
@@ -41,8 +42,6 @@ from compress.prune.structure import Keep, prune_model
 from compress.registry import Context, Transformed
 from compress.teachers.registry import teacher_config
 from compress.training import autocast, evaluate, resolve_precision, seed_everything
-
-KD_TEMPERATURE = 2.0
 
 
 def check_pruning(config: Any, options: PruneOptions) -> None:
@@ -99,10 +98,8 @@ def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...]) -> Reci
     """Distillation from the unpruned model after each pruning step (none with ``--recovery-epochs 0``): its
     soft targets and, layer by layer, its hidden states (same width, so no projection: kept layer i faces
     the unpruned model's layer i). One stage per step, so the recipe lists exactly the stages a run trains."""
-    terms = [LossTerm("kd_kl", 1.0, {"temperature": KD_TEMPERATURE, "scale_by_t2": True}),
-             LossTerm("hidden_mse", 1.0)]
-    stages = [Stage(f"recover {number}/{options.steps}", terms, epochs=options.recovery_epochs, lr=options.recovery_lr)
-              for number in range(1, options.steps + 1)] if options.recovery_epochs else []
+    stages = [Stage(f"recover {number}/{options.steps}", recovery_terms(), epochs=options.recovery_epochs,
+                    lr=options.recovery_lr) for number in range(1, options.steps + 1)] if options.recovery_epochs else []
     return Recipe("prune", stages, LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
 
 

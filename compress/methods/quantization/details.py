@@ -17,6 +17,22 @@ class CpuRecord:
 
 
 @dataclass
+class AwareTraining:
+    """Quantization-aware training: the recovery that ran with the rounding in the forward pass, and how closely the
+    exported int8 graph answers as the trained fake-quantized model did (dev sentences, one at a time).
+
+    agreement       share of dev sentences on which the exported model answers as the fake-quantized one (None for
+                    a regression, whose answers are values: see the difference)
+    max_abs_logit_diff  the largest difference of their logits (or predicted values) over those sentences
+    """
+
+    epochs: int
+    lr: float
+    agreement: float | None
+    max_abs_logit_diff: float
+
+
+@dataclass
 class QuantDetails(Details):
     """The backend kept and why, every backend measured, and how far the quantized model is from fp32.
 
@@ -28,6 +44,7 @@ class QuantDetails(Details):
                           time, against ``fp32_dev_accuracy``; those below ``min_retention`` of it were not kept
     inference_precision   the precision a runtime compiled for, by backend (OpenVINO says; others do not)
     bits                  bits per matrix: every matrix's expected loss at 8 and 4 bits and the width it got
+    aware                 quantization-aware training: its recovery and the export's agreement with it
     """
 
     backend: str
@@ -50,6 +67,7 @@ class QuantDetails(Details):
     min_retention: float | None = None
     inference_precision: dict[str, str] = field(default_factory=dict)
     bits: list[MatrixBits] | None = None
+    aware: AwareTraining | None = None
 
     @property
     def warning(self) -> str | None:

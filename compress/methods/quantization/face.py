@@ -70,6 +70,29 @@ class MixedOptions(GroupedOptions):
                                 f"got {self.int4_share}.")
 
 
+@dataclass
+class AwareOptions(QuantOptions):
+    """Quantization-aware training: how long the model recovers with the rounding in its forward pass."""
+
+    recovery_epochs: int = field(default=2, metadata={
+        "help": "epochs of distillation from the fp32 model with the format's rounding in the forward pass (at least "
+                "1)."})
+    recovery_lr: float = field(default=5e-5, metadata={"help": "learning rate of that training (default 5e-5)."})
+
+    def __post_init__(self) -> None:
+        getattr(super(), "__post_init__", lambda: None)()   # a weight-only format's group size (AwareGroupedOptions)
+        if self.recovery_epochs < 1:
+            raise CompressError(f"recovery_epochs must be at least 1 (0 epochs is post-training quantization), got "
+                                f"{self.recovery_epochs}.")
+        if not self.recovery_lr > 0:
+            raise CompressError(f"recovery_lr must be positive, got {self.recovery_lr}.")
+
+
+@dataclass
+class AwareGroupedOptions(AwareOptions, GroupedOptions):
+    """Quantization-aware training of a weight-only format: its group size and its training."""
+
+
 def with_options(fmt: QuantMethod, options: Any) -> QuantMethod:
     """``fmt`` as ``options`` set it (a weight-only format's group size, bits per matrix's share in 4 bits)."""
     changes = {k: getattr(options, k) for k in ("group_size", "int4_share") if getattr(options, k, None) is not None}
@@ -171,10 +194,11 @@ def _speed_note(fmt: QuantMethod) -> str:
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
                  why: str, calibrated: bool = False, follows_students: bool = False,
                  options: type[QuantOptions] = QuantOptions, in_compare_default: bool = True,
-                 searched_for: tuple[str, ...] = ()) -> Quantization:
+                 searched_for: tuple[str, ...] = (), aware: bool = False) -> Quantization:
     """Declare and register one quantization method. A half-precision one is compared by default only
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
-    :class:`GroupedOptions` (its format's group size is their default)."""
+    :class:`GroupedOptions` (its format's group size is their default); an ``aware`` one trains with the rounding in
+    its forward pass before it is quantized (:class:`AwareOptions`)."""
     fmt = QuantMethod(name, dtype, backends, summary, calibrated,
                       group_size=getattr(options(), "group_size", None),
                       int4_share=getattr(options(), "int4_share", None))
@@ -190,7 +214,9 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         from compress.methods.quantization.verb import usable_backends
 
         if config.epochs or config.lr or config.layer_map or config.patience:
-            raise CompressError(f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
+            raise CompressError(f"{name} trains with --recovery-epochs and --recovery-lr; --epochs, --lr, --layer-map "
+                                "and --patience do not apply." if aware else
+                                f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
                                 "and --patience do not apply.")
         usable_backends(fmt, options.backend, getattr(config, "speed_device", "cpu"))
         if options.choose_by not in ("latency", "throughput"):
@@ -200,9 +226,18 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
                                 f"got {options.min_retention}.")
 
     def apply(model: Any, options: QuantOptions, context: Context) -> Transformed:
+        if aware:
+            from compress.methods.quantization.aware import apply as train_then_quantize
+
+            return train_then_quantize(model, options, context, with_options(fmt, options))
         from compress.methods.quantization.verb import apply as quantize
 
         return quantize(model, options, context, with_options(fmt, options))
+
+    def recovery(options: AwareOptions, shape: EncoderConfig) -> Any:
+        from compress.methods.quantization.aware import aware_recipe
+
+        return aware_recipe(name, options, shape.num_layers)
 
     def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Any]:   # backend -> its maker
         from compress.methods.quantization.verb import probe as built
@@ -224,9 +259,9 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, searched_for=searched_for,
         format=fmt, takes="fp32",
-        gives="quantized", follows_students=follows_students, seeded=calibrated, run_kind="quantization",
-        details=QuantDetails,
-        summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply, probe=probe, size=size,
+        gives="quantized", follows_students=follows_students, seeded=calibrated or aware, run_kind="quantization",
+        details=QuantDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
+        probe=probe, size=size, recovery=recovery if aware else None,
     ))
 
 

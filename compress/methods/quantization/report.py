@@ -37,7 +37,18 @@ def summary_lines(record: RunRecord) -> list[str]:
              f"({q.fp32_speed['latency_ms_p50'] / chosen['latency_ms_p50']:.2f}x); {primary_name(record.teacher)} "
              f"{-q.accuracy_drop_points:+.2f} points vs fp32{batched_change(q)}",
              f"backend {_runtime(q, q.backend)}: {q.chosen_by}"]
-    return lines + ([f"note: {q.note}"] if q.note else [])
+    return lines + aware_lines(q) + ([f"note: {q.note}"] if q.note else [])
+
+
+def aware_lines(q: QuantDetails) -> list[str]:
+    """Quantization-aware training: what it ran and how closely the exported model answers as the trained one."""
+    if q.aware is None:
+        return []
+    a = q.aware
+    agrees = f"answers as the trained fake-quantized model on {a.agreement:.1%} of dev sentences, " \
+        if a.agreement is not None else ""
+    return [f"trained {a.epochs} epoch(s) at lr {a.lr:g} with {q.dtype}'s rounding in the forward pass, distilled from "
+            f"the fp32 model; the exported int8 model {agrees}its outputs within {a.max_abs_logit_diff:.2e}"]
 
 
 def report_lines(record: RunRecord) -> list[str]:
@@ -78,7 +89,8 @@ def report_lines(record: RunRecord) -> list[str]:
         lines.append(_row(name, *cells, *([f"{dev[key]:.2%}"] if scored else [])))
     if q.note:
         lines += ["", f"Note: {q.note}"]
-    return lines + bits_lines(q) + ["", f"Quantized model saved in `model/` ({record.student.layout})."]
+    aware = [f"Quantization-aware: {aware_lines(q)[0]}.", ""] if q.aware else []
+    return lines + bits_lines(q) + ["", *aware, f"Quantized model saved in `model/` ({record.student.layout})."]
 
 
 def bits_lines(q: QuantDetails) -> list[str]:

@@ -76,10 +76,12 @@ def usable_backends(method: QuantMethod, backend: str, device: str = "cpu",
     return usable, {b: r for b, r in reasons.items() if r is not None}
 
 
-def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMethod) -> Transformed:
+def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMethod,
+          reference: Encoder | None = None) -> Transformed:
     """``model`` in ``fmt`` on the fastest backend of those ``options.backend`` allows, as an artefact in
     ``context.workdir`` (a new temporary directory when None); ``context.data`` gives the inputs it is timed
-    and scored on (and static int8's calibration batches)."""
+    and scored on (and static int8's calibration batches). The fp32 figures (speed, accuracy, agreement) are
+    ``reference``'s where given: the model before quantization-aware training changed it."""
     backends, skipped = usable_backends(fmt, options.backend, context.speed_device, model.config)
     data = context.data
     if data is None:
@@ -97,7 +99,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         what = f"{fmt.name} on {backend}: {split} sentences"
         return predict_batches(predictor, with_progress(batches(split, 1), what, context.show_progress))
 
-    fp32 = TorchPredictor(model.eval(), device=context.speed_device)
+    fp32 = TorchPredictor((reference or model).eval(), device=context.speed_device)
     fp32_logits, labels = predict_batches(fp32, batches("test", BATCHED))  # fp32 ignores padding: any size
     fp32_speed = measure_speed(fp32, data, seq_len, speed)
     # The seeded method (static int8) calibrates on its seed's sentences; int8 on OpenVINO (NNCF), not a
@@ -149,7 +151,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
         bits=[MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None,
     )
-    model.cpu()   # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
+    (reference or model).cpu()   # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
                        test=test, dev=chosen_dev, speed={"source": fp32_speed, "student": student_speed})
 

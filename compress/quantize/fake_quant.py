@@ -1,0 +1,145 @@
+"""Fake quantization: a PyTorch model computing as ONNX Runtime's dynamic int8 graph of it will, so it can be trained
+(quantization-aware) with the rounding in its forward pass and then exported to a real int8 model that answers as it
+did.
+
+ONNX Runtime's dynamic int8 (``quantize_dynamic``, per channel, the graph `compress` writes) stores every weight a
+``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127),
+and every embedding table in uint8 with one scale and zero point; at run time each such ``MatMul``'s input is
+quantized by ``DynamicQuantizeLinear``: uint8, one scale and zero point over the whole tensor's range stretched to
+hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products exactly, so the graph computes
+``dequantized(input) @ dequantized(weight)``: what :class:`FakeQuantized` makes the PyTorch model compute, with the
+rounding passed straight through in the backward pass (the straight-through estimator of Bengio et al. 2013, as
+Q8BERT trains with). The products of two activations (attention's scores and context) stay in fp32 there and here.
+
+Its weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``) stores every ``MatMul`` weight but the heads' (exported
+as ``Gemm``, which it leaves in fp32) and every embedding table in 4 bits, one scale per group of input channels (a
+table's columns); at the accuracy level `compress` asks for, its 4-bit matmul quantizes each input to int8 in the same
+groups, symmetric (max|x| / 127 per group of each row): :class:`FakeQuantized` with ``group_size`` does both.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from compress.models.encoder import Encoder
+from compress.quantize.sizes import GEMM_MODULES
+
+
+def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``weight`` as ONNX Runtime's symmetric 4-bit format stores it: one scale per ``group_size`` consecutive
+    entries of each row (a linear weight's input channels, a table's columns), the entry of largest magnitude
+    mapped to -8 (``s = w_max / -8``), every entry to ``round(w / s)`` clipped to -8..7."""
+    rows, cols = weight.shape
+    w = torch.nn.functional.pad(weight.detach().float(), (0, -cols % group_size)).reshape(rows, -1, group_size)
+    scale = w.gather(-1, w.abs().argmax(-1, keepdim=True)) / -8
+    q = torch.where(scale == 0, 0, w / torch.where(scale == 0, 1, scale)).round().clamp(-8, 7)
+    return (q * scale).reshape(rows, -1)[:, :cols]
+
+
+def int8_rounded(weight: torch.Tensor, table: bool) -> torch.Tensor:
+    """``weight`` as ONNX Runtime's dynamic int8 stores it: a linear weight symmetric with one scale per output
+    channel (max|w| / 127), a table in uint8 with one scale and zero point over a range that holds 0."""
+    w = weight.detach().float()
+    if table:
+        return uint8_rounded(w)
+    scale = w.abs().amax(1, keepdim=True) / 127
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return (w / scale).round().clamp(-127, 127) * scale
+
+
+def uint8_rounded(x: torch.Tensor) -> torch.Tensor:
+    """``x`` through ``DynamicQuantizeLinear`` and back: uint8 over ``[min(x, 0), max(x, 0)]``, scale
+    ``(max - min) / 255``, zero point ``round(-min / scale)``, every entry ``round(x / scale) + zero`` clipped to
+    0..255 (ties to even, as both round)."""
+    x = x.detach().float()
+    low, high = x.min().clamp(max=0.0), x.max().clamp(min=0.0)
+    scale = (high - low) / 255
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    zero = (-low / scale).round().clamp(0, 255)
+    return ((x / scale).round() + zero).clamp(0, 255).sub(zero) * scale
+
+
+def int8_blocks_rounded(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``x`` as ONNX Runtime's 4-bit matmul quantizes its input at accuracy level 4: each row's entries in groups of
+    ``group_size``, each group in int8, symmetric, scale max|x| / 127 (``round(x * 127 / max)``)."""
+    x = x.detach().float()
+    width = x.shape[-1]
+    blocks = torch.nn.functional.pad(x, (0, -width % group_size)).unflatten(-1, (-1, group_size))
+    largest = blocks.abs().amax(-1, keepdim=True)
+    inverse = torch.where(largest == 0, 0, 127 / torch.where(largest == 0, 1, largest))
+    rounded = (blocks * inverse).round().clamp(-127, 127) * (largest / 127)
+    return rounded.flatten(-2)[..., :width]
+
+
+def _straight_through(x: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
+    """``rounded``'s value with ``x``'s gradient."""
+    return x + (rounded.to(x.dtype) - x).detach()
+
+
+class _Rows(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return _straight_through(weight, int8_rounded(weight, table=False))
+
+
+class _Table(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return _straight_through(weight, int8_rounded(weight, table=True))
+
+
+class _Groups(nn.Module):
+    def __init__(self, group_size: int) -> None:
+        super().__init__()
+        self.group_size = group_size
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return _straight_through(weight, int4_rounded(weight, self.group_size))
+
+
+def _input_rounded(module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (_straight_through(args[0], uint8_rounded(args[0])), *args[1:])
+
+
+class _InputBlocks:
+    def __init__(self, group_size: int) -> None:
+        self.group_size = group_size
+
+    def __call__(self, module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        return (_straight_through(args[0], int8_blocks_rounded(args[0], self.group_size)), *args[1:])
+
+
+class FakeQuantized:
+    """``model`` made to compute as its ONNX Runtime graph in dynamic int8 does (every linear weight per output channel,
+    every table per tensor, every linear's input per tensor, as it comes) or, with ``group_size``, in int4 (every weight
+    but the heads' and every table, per group of ``group_size`` input channels, and those matrices' inputs in int8 per
+    group), until :meth:`remove`,
+    which leaves its fp32 weights, trained or not, as the real quantizer will read them."""
+
+    def __init__(self, model: Encoder, group_size: int | None = None) -> None:
+        if model.config.relaxed:
+            raise ValueError("relaxed sharing forms each layer's matrix from the shared one and its delta as it runs, "
+                             "a product ONNX Runtime does not quantize: fake quantization does not model it")
+        self.model = model
+        self._hooks = []
+        for name, module in model.named_modules():
+            if group_size is not None:
+                if isinstance(module, nn.Embedding) or isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+                    parametrize.register_parametrization(module, "weight", _Groups(group_size))
+                if isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+                    self._hooks.append(module.register_forward_pre_hook(_InputBlocks(group_size)))
+            elif isinstance(module, nn.Linear):
+                parametrize.register_parametrization(module, "weight", _Rows())
+                self._hooks.append(module.register_forward_pre_hook(_input_rounded))
+            elif isinstance(module, nn.Embedding):
+                parametrize.register_parametrization(module, "weight", _Table())
+
+    def remove(self) -> Encoder:
+        """The model as it was, but for what training changed: plain fp32 modules again."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        for module in self.model.modules():
+            if parametrize.is_parametrized(module, "weight"):
+                parametrize.remove_parametrizations(module, "weight", leave_parametrized=False)
+        return self.model
