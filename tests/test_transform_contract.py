@@ -38,7 +38,8 @@ def tiny(tmp_path_factory):
 
 
 def _runs_here() -> list[str]:
-    return [m.name for m in all_methods("transform") if m.in_compare()]
+    """What a comparison runs by default here, and the transforms that train on the way (quantization-aware)."""
+    return [m.name for m in all_methods("transform") if m.in_compare() or m.name.startswith("qat-")]
 
 
 @pytest.mark.parametrize("name", _runs_here())
@@ -46,7 +47,7 @@ def test_every_transform_applies_to_an_encoder_without_a_run_directory(tiny, nam
     monkeypatch.chdir(tmp_path)   # nothing may be written where Python runs it
     method = get_method(name)
     assert isinstance(method, Transform)
-    options = method.make_options({"recovery_epochs": 1} if name == "prune" else {})
+    options = method.make_options({"recovery_epochs": 1} if name == "prune" or name.startswith("qat-") else {})
     work = tmp_path / "work"
     work.mkdir()
     context = Context(data=tiny["data"], task=tiny["task"], tokenizer=tiny["tokenizer"], threads=1, workdir=work,
