@@ -17,7 +17,7 @@ from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
 from compress.methods.quantization.details import AwareTraining
-from compress.methods.quantization.face import AwareOptions
+from compress.methods.quantization.face import AwareOptions, relaxed_refusal
 from compress.methods.quantization.verb import apply as quantize
 from compress.models.checkpoints import model_digest
 from compress.models.encoder import Encoder
@@ -41,8 +41,7 @@ def apply(model: Encoder, options: AwareOptions, context: Context, fmt: QuantMet
     if context.data is None:
         raise CompressError(f"{fmt.name} trains on the task's data (Context.data).")
     if model.config.relaxed:
-        raise CompressError(f"{fmt.name} cannot train a relaxed ALBERT: its layers form their matrices as they run, "
-                            "and ONNX Runtime leaves such products in fp32; quantize it after training instead.")
+        raise CompressError(relaxed_refusal(fmt.name))
     device = resolve_device(context.device)
     reference = model.to(device).eval()
     student = copy.deepcopy(reference)

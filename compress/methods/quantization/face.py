@@ -88,6 +88,11 @@ class AwareOptions(QuantOptions):
             raise CompressError(f"recovery_lr must be positive, got {self.recovery_lr}.")
 
 
+def relaxed_refusal(name: str) -> str:
+    return (f"{name} cannot train a relaxed ALBERT: its layers form their matrices as they run, and ONNX Runtime "
+            "leaves such products in fp32; quantize it after training instead (int8, int4).")
+
+
 @dataclass
 class AwareGroupedOptions(AwareOptions, GroupedOptions):
     """Quantization-aware training of a weight-only format: its group size and its training."""
@@ -234,6 +239,10 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         return quantize(model, options, context, with_options(fmt, options))
 
+    def check_input(options: QuantOptions, shape: EncoderConfig) -> None:
+        if shape.relaxed:
+            raise CompressError(relaxed_refusal(name))
+
     def recovery(options: AwareOptions, shape: EncoderConfig) -> Any:
         from compress.methods.quantization.aware import aware_recipe
 
@@ -261,7 +270,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students, seeded=calibrated or aware, run_kind="quantization",
         details=QuantDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
-        probe=probe, size=size, recovery=recovery if aware else None,
+        probe=probe, size=size, recovery=recovery if aware else None, check_input=check_input if aware else None,
     ))
 
 
