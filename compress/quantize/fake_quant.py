@@ -49,12 +49,14 @@ def int8_rounded(weight: torch.Tensor, table: bool) -> torch.Tensor:
     return (w / scale).round().clamp(-127, 127) * scale
 
 
-def uint8_rounded(x: torch.Tensor) -> torch.Tensor:
+def uint8_rounded(x: torch.Tensor, over: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` through ``DynamicQuantizeLinear`` and back: uint8 over ``[min(x, 0), max(x, 0)]``, scale
     ``(max - min) / 255``, zero point ``round(-min / scale)``, every entry ``round(x / scale) + zero`` clipped to
-    0..255 (ties to even, as both round)."""
+    0..255 (ties to even, as both round). With ``over``, the range is ``over``'s: ``x`` holds some of its entries
+    (the rows of a table that a batch reads)."""
     x = x.detach().float()
-    low, high = x.min().clamp(max=0.0), x.max().clamp(min=0.0)
+    over = x if over is None else over.detach().float()
+    low, high = over.min().clamp(max=0.0), over.max().clamp(min=0.0)
     scale = (high - low) / 255
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     zero = (-low / scale).round().clamp(0, 255)
@@ -83,9 +85,20 @@ class _Rows(nn.Module):
         return _straight_through(weight, int8_rounded(weight, table=False))
 
 
-class _Table(nn.Module):
-    def forward(self, weight: torch.Tensor) -> torch.Tensor:
-        return _straight_through(weight, int8_rounded(weight, table=True))
+class _TableRows:
+    """A table's rounding applied to the rows a batch reads rather than to the whole table every step: the same
+    numbers (each entry's rounding depends on the table's range, int8, or on its own row's groups, int4) at a
+    fraction of the work for a 30,522-row vocabulary."""
+
+    def __init__(self, group_size: int | None) -> None:
+        self.group_size = group_size
+
+    def __call__(self, module: nn.Embedding, args: tuple[torch.Tensor, ...], rows: torch.Tensor) -> torch.Tensor:
+        if self.group_size is None:
+            rounded = uint8_rounded(rows, over=module.weight)
+        else:
+            rounded = int4_rounded(rows.reshape(-1, rows.shape[-1]), self.group_size).reshape(rows.shape)
+        return _straight_through(rows, rounded)
 
 
 class _Groups(nn.Module):
@@ -123,16 +136,14 @@ class FakeQuantized:
         self.model = model
         self._hooks = []
         for name, module in model.named_modules():
-            if group_size is not None:
-                if isinstance(module, nn.Embedding) or isinstance(module, nn.Linear) and name not in GEMM_MODULES:
-                    parametrize.register_parametrization(module, "weight", _Groups(group_size))
-                if isinstance(module, nn.Linear) and name not in GEMM_MODULES:
-                    self._hooks.append(module.register_forward_pre_hook(_InputBlocks(group_size)))
-            elif isinstance(module, nn.Linear):
+            if isinstance(module, nn.Embedding):
+                self._hooks.append(module.register_forward_hook(_TableRows(group_size)))
+            elif isinstance(module, nn.Linear) and group_size is None:
                 parametrize.register_parametrization(module, "weight", _Rows())
                 self._hooks.append(module.register_forward_pre_hook(_input_rounded))
-            elif isinstance(module, nn.Embedding):
-                parametrize.register_parametrization(module, "weight", _Table())
+            elif isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+                parametrize.register_parametrization(module, "weight", _Groups(group_size))
+                self._hooks.append(module.register_forward_pre_hook(_InputBlocks(group_size)))
 
     def remove(self) -> Encoder:
         """The model as it was, but for what training changed: plain fp32 modules again."""
