@@ -99,6 +99,7 @@ def test_a_size_search_looks_through_int4_and_its_group_sizes_by_default_and_a_s
     teacher = tiny_config(num_layers=6, num_labels=2)
     size, latency = declared(teacher, objective="size"), declared(teacher, objective="latency")
     assert size.values["int4"] == {"group_size": (32, 128)} and "int4" not in latency.values
+    assert size.values["qat-int4"] == {"group_size": (32, 128)} and "qat-int4" not in latency.values
     found = {c.text for c in candidates(declared(teacher, ["distilbert", "int4"]), teacher, Context())}
     assert {"distilbert+int4", "distilbert+int4[group_size=128]", "int4[group_size=128]"} <= found
     # the size objective counts int4's bytes at each group size: a larger group stores fewer scales, unless the
