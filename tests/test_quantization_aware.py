@@ -1,7 +1,8 @@
 """Quantization-aware training's fake quantization against ONNX Runtime itself: the PyTorch model with the rounding in
-its forward pass answers as the real dynamic int8 (or weight-only int4) graph of its weights does, sentence by sentence, whatever its shape
-(plain, ALBERT-factorized embeddings, low-rank matrices); gradients pass the rounding; removing it leaves plain fp32
-weights; `compress run qat-int8` trains, exports and checks the export against the trained model."""
+its forward pass answers as the real dynamic int8 (or weight-only int4) graph of its weights does, sentence by
+sentence, whatever its shape (plain, ALBERT-factorized embeddings, low-rank matrices); gradients pass the rounding;
+removing it leaves plain fp32 weights; `compress run qat-int8` trains, exports and checks the export against the
+trained model."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_compress_run_qat_int8_trains_exports_and_checks_the_export(tmp_path):
     assert "Quantization-aware: trained 2 epoch(s)" in (out / "report.md").read_text()
     for bad, expected in [("qat-int8[recovery_epochs=0]", "0 epochs is post-training quantization"),
                           ("qat-int8[backend=torch]", "onnxruntime"), ("qat-int4[group_size=7]", "group_size must be"),
-                          ("albert[rank=4,embedding_size=32]+qat-int8", "cannot train a relaxed ALBERT")]:   # before albert trains
+                          ("albert[rank=4,embedding_size=32]+qat-int8", "cannot train a relaxed ALBERT")]:
         refused = run_cli("run", bad, *common, "--out", str(tmp_path / "bad"), env=env)
         assert refused.returncode == 2 and expected in refused.stderr and \
             len(refused.stderr.strip().splitlines()) == 1, refused.stderr

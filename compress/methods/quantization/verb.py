@@ -151,7 +151,8 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
         bits=[MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None,
     )
-    (reference or model).cpu()   # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
+    # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
+    (reference or model).cpu()
     return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
                        test=test, dev=chosen_dev, speed={"source": fp32_speed, "student": student_speed})
 
