@@ -131,6 +131,12 @@ def pass_orders(names: list[str], passes: int) -> list[list[str]]:
     return orders
 
 
+def batch_calls(repeats: int) -> int:
+    """Timed large-batch calls per model in one pass of a comparison: a third of the batch-1 calls asked for, at
+    least 3 (``--repeats 30``, the default, times 10, each call a whole batch)."""
+    return max(3, repeats // 3)
+
+
 def round_calls(config: SpeedConfig) -> int:
     """Timed batch-1 calls per model in one round of a pass: a third of ``config.repeats``, at least 5."""
     return max(5, config.repeats // 3)

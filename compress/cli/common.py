@@ -19,7 +19,8 @@ err_console = Console(stderr=True)
 # and in what precision the runs train.
 THREADS = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4).")
 SEQ_LEN = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile).")
-REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is reported).")
+REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is reported); a third as many, at "
+                                 "least 3, at batch 32.")
 TEACHER_EPOCHS = typer.Option(None, help="Epochs of teacher fine-tuning (default 3).")
 TEACHER_LR = typer.Option(None, help="Learning rate of teacher fine-tuning.")
 TEACHER_BATCH_SIZE = typer.Option(None, help="Batch size of teacher fine-tuning (default 32).")

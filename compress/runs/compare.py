@@ -51,7 +51,7 @@ import torch
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import device_name, manifest
-from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, timed_passes
+from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, batch_calls, timed_passes
 from compress.bench.timing import default_threads
 from compress.data.load import check_dataset, dataset_args, load_task
 from compress.data.task import TaskData
@@ -419,7 +419,8 @@ def check_comparison(config: CompareConfig) -> CheckedComparison:
                                      config.teacher)
     threads = default_threads() if config.threads is None else config.threads
     # bad values fail here, before training
-    speed_config = SpeedConfig(threads=threads, repeats=config.repeats, device=config.speed_device)
+    speed_config = SpeedConfig(threads=threads, repeats=config.repeats, batch_repeats=batch_calls(config.repeats),
+                               device=config.speed_device)
     check_seq_len(config.seq_len, teacher_config(config.teacher).max_positions)
     check_dataset(**dataset_args(config))
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
