@@ -129,6 +129,7 @@ def test_compress_run_mixed_bits_reports_every_matrix_and_refuses_a_bad_share(tm
     assert sum(m["weights"] for m in bits if m["bits"] == 4) >= 0.6 * sum(m["weights"] for m in bits)
     report = (tmp_path / "run" / "report.md").read_text()
     assert "### Bits per matrix" in report and all(m["name"] in report for m in bits)
+    assert "](bits.png)" in report and (tmp_path / "run" / "bits.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = run_cli("run", "mixed-bits[int4_share=1]", *common, "--out", str(tmp_path / "bad"), env=env)
     assert bad.returncode == 2 and "int4_share is a share of the weights above 0 and below 1" in bad.stderr
     assert not (tmp_path / "bad").exists()

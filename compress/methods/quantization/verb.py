@@ -51,6 +51,7 @@ BATCHED = 128
 
 # What --choose-by compares, in the measurement's words (both are milliseconds of one call: less is faster).
 CHOOSE_BY = {"latency": "latency_ms_p50", "throughput": "batch_ms_p50"}
+BITS_PLOT = "bits.png"   # bits per matrix: each matrix's sensitivity and width (reports.plots.bits_per_matrix_png)
 
 
 def calibration_batches(data: TokenizedTask, seed: int) -> list[dict[str, np.ndarray]]:
@@ -135,6 +136,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     batched_logits, _ = predict_batches(quantized, batches("test", BATCHED))
     test = Predictions.of(logits, labels)
     accuracy, fp32_accuracy = test.metrics().primary, Predictions.of(fp32_logits, labels).metrics().primary
+    bits = [MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None
     details = QuantDetails(
         backend=chosen, dtype=fmt.dtype,
         chosen_by=_chosen_by(options, chosen, skipped, dev, fp32_dev, speed.batch_size),
@@ -149,12 +151,21 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         note=half_available(fmt.dtype, features) if fmt.dtype in HALF_DTYPES else None,
         dev_accuracy=dev, fp32_dev_accuracy=fp32_dev, min_retention=options.min_retention if dev else None,
         inference_precision={b: p.inference_precision for b, p in loaded.items() if hasattr(p, "inference_precision")},
-        bits=[MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None,
+        bits=bits,
     )
     # the fp32 model was timed where the artefact is (a GPU, with --speed-device cuda); it is kept here
     (reference or model).cpu()
-    return Transformed(quantized, details, artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
+    files = {BITS_PLOT: _bits_plot(bits, f"Bits per matrix: at least {fmt.int4_share:.0%} of the weights in 4 bits, "
+                                         "the least sensitive first")} if bits else {}
+    return Transformed(quantized, details, files=files,
+                       artefact=Artefact(workdir / f"model-{chosen}", chosen, fmt.dtype),
                        test=test, dev=chosen_dev, speed={"source": fp32_speed, "student": student_speed})
+
+
+def _bits_plot(bits: list[MatrixBits], title: str) -> bytes:
+    from compress.reports.plots import bits_per_matrix_png   # matplotlib, for bits per matrix only
+
+    return bits_per_matrix_png(bits, title)
 
 
 def probe(model: Encoder, options: QuantOptions, context: Context,
