@@ -174,7 +174,9 @@ def _write_int4(model: onnx.ModelProto, target: Path, group_size: int, keep: Ite
         block_size=group_size, is_symmetric=True, accuracy_level=INT4_ACCURACY_LEVEL, bits=4,
         op_types_to_quantize=("MatMul", "Gather"), quant_axes=(("MatMul", 0), ("Gather", 1)))
     quantizer = MatMulNBitsQuantizer(model, algo_config=config, nodes_to_exclude=list(keep))
-    with _quiet():   # a line per node, and a note that it raises the opset to 21 (int4's)
+    # a line per node, and a note that it raises the opset to 21 (int4's); numpy's note on an all-zero group (a
+    # padding row), which it divides before it discards the quotient
+    with _quiet(), np.errstate(divide="ignore", invalid="ignore"):
         quantizer.process()
     _store_each_initializer_once(quantizer.model.model.graph)
     quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
