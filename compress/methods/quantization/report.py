@@ -48,7 +48,7 @@ def aware_lines(q: QuantDetails) -> list[str]:
     agrees = f"answers as the trained fake-quantized model on {a.agreement:.1%} of dev sentences, " \
         if a.agreement is not None else ""
     return [f"trained {a.epochs} epoch(s) at lr {a.lr:g} with {q.dtype}'s rounding in the forward pass, distilled from "
-            f"the fp32 model; the exported int8 model {agrees}its outputs within {a.max_abs_logit_diff:.2e}"]
+            f"the fp32 model; the exported model {agrees}its outputs within {a.max_abs_logit_diff:.2e}"]
 
 
 def report_lines(record: RunRecord) -> list[str]:
