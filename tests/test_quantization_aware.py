@@ -1,5 +1,6 @@
-"""Quantization-aware training's fake quantization against ONNX Runtime itself: the PyTorch model with the rounding in
-its forward pass answers as the real dynamic int8 (or weight-only int4) graph of its weights does, sentence by
+"""Quantization-aware training's fake quantization against the runtimes themselves: the PyTorch model with the rounding
+in its forward pass answers as the real dynamic int8 (or weight-only int4) graph of its weights on ONNX Runtime does, or
+PyTorch's own dynamic int8 model, sentence by
 sentence, whatever its shape (plain, ALBERT-factorized embeddings, low-rank matrices); gradients pass the rounding;
 removing it leaves plain fp32 weights; `compress run qat-int8` trains, exports and checks the export against the
 trained model."""
@@ -36,20 +37,21 @@ def _logits(model, sentence) -> np.ndarray:
         return model(*(torch.as_tensor(sentence[k]) for k in INPUTS)).logits.numpy()
 
 
-@pytest.mark.parametrize("group_size", [None, 16], ids=["int8", "int4"])
+@pytest.mark.parametrize(("group_size", "backend"), [(None, "onnxruntime"), (16, "onnxruntime"), (None, "torch")],
+                         ids=["int8", "int4", "int8-torch"])
 @pytest.mark.parametrize("changes", [{}, {"embedding_size": 16},
                                      {"attention_ranks": ((8, 8, 8, 8),) * 4, "ffn_ranks": ((8, 8),) * 4}],
                          ids=["plain", "factorized-embedding", "low-rank"])
-def test_the_fake_quantized_model_answers_as_onnx_runtime_does(tmp_path, changes, group_size):
+def test_the_fake_quantized_model_answers_as_the_runtime_does(tmp_path, changes, group_size, backend):
     model = _model(**changes)
     fmt = quant_format("int8") if group_size is None else _int4(group_size)
-    write_artefact(fmt, "onnxruntime", model, tmp_path)
-    ort = load_artefact(tmp_path, threads=1)
+    write_artefact(fmt, backend, model, tmp_path)
+    runtime = load_artefact(tmp_path, threads=1)
     sentences = _sentences(model.config.vocab_size)
     fp32 = [_logits(model, s) for s in sentences]
-    fake = FakeQuantized(model, group_size)
+    fake = FakeQuantized(model, group_size, backend=backend)
     aware = [_logits(model, s) for s in sentences]
-    real = [ort(s) for s in sentences]
+    real = [runtime(s) for s in sentences]
     fake.remove()
     rounding = max(np.abs(a - f).max() for a, f in zip(aware, fp32, strict=True))   # what int8 changes
     mismatch = max(np.abs(a - r).max() for a, r in zip(aware, real, strict=True))   # what we model wrongly
@@ -96,8 +98,16 @@ def test_compress_run_qat_int8_trains_exports_and_checks_the_export(tmp_path):
     assert losses and {"kd_kl", "hidden_mse"} <= set(next(s for s in steps if "step" in s))
     assert "with int8's rounding in the forward pass" in done.stdout
     assert "Quantization-aware: trained 2 epoch(s)" in (out / "report.md").read_text()
+    # On PyTorch: its own rounding (weights per matrix, inputs on 7 bits), exported as its dynamic int8.
+    done = run_cli("run", "qat-int8[recovery_epochs=1,backend=torch]", *common, "--out", str(tmp_path / "torch"),
+                   env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "torch" / "metrics.json").read_text())
+    aware = metrics["details"]["aware"]
+    assert metrics["details"]["backend"] == "torch" and metrics["student"]["dtype"] == "int8"
+    assert aware["epochs"] == 1 and aware["agreement"] == 1.0 and aware["max_abs_logit_diff"] < 1e-3, aware
     for bad, expected in [("qat-int8[recovery_epochs=0]", "0 epochs is post-training quantization"),
-                          ("qat-int8[backend=torch]", "onnxruntime"), ("qat-int4[group_size=7]", "group_size must be"),
+                          ("qat-int8[backend=openvino]", "onnxruntime"), ("qat-int4[backend=torch]", "onnxruntime"), ("qat-int4[group_size=7]", "group_size must be"),
                           ("albert[rank=4,embedding_size=32]+qat-int8", "cannot train a relaxed ALBERT")]:
         refused = run_cli("run", bad, *common, "--out", str(tmp_path / "bad"), env=env)
         assert refused.returncode == 2 and expected in refused.stderr and \

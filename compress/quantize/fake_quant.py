@@ -1,4 +1,5 @@
-"""Fake quantization: a PyTorch model computing as ONNX Runtime's dynamic int8 graph of it will, so it can be trained
+"""Fake quantization: a PyTorch model computing as its quantized form will (ONNX Runtime's dynamic int8 or weight-only
+int4 graph, or PyTorch's own dynamic int8), so it can be trained
 (quantization-aware) with the rounding in its forward pass and then exported to a real int8 model that answers as it
 did.
 
@@ -10,6 +11,11 @@ hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products 
 ``dequantized(input) @ dequantized(weight)``: what :class:`FakeQuantized` makes the PyTorch model compute, with the
 rounding passed straight through in the backward pass (the straight-through estimator of Bengio et al. 2013, as
 Q8BERT trains with). The products of two activations (attention's scores and context) stay in fp32 there and here.
+
+PyTorch's dynamic int8 (``torch.ao``'s ``quantize_dynamic``, its x86 kernels) stores every ``nn.Linear`` weight, the
+heads' too, in int8 with one scale for the whole matrix (symmetric, ``max|w| / 127.5``, -128..127) and leaves the tables
+in fp32; each linear's input is quantized as it comes over its range stretched to hold 0, on 7 bits (0..127: the
+kernels' reduced range, which keeps their 16-bit sums from overflowing): ``FakeQuantized(..., backend="torch")``.
 
 Its weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``) stores every ``MatMul`` weight but the heads' (exported
 as ``Gemm``, which it leaves in fp32) and every embedding table in 4 bits, one scale per group of input channels (a
@@ -63,6 +69,32 @@ def uint8_rounded(x: torch.Tensor, over: torch.Tensor | None = None) -> torch.Te
     return ((x / scale).round() + zero).clamp(0, 255).sub(zero) * scale
 
 
+SMALLEST_TORCH_SCALE = 6.1e-5   # PyTorch raises a smaller activation scale to this (its quant_utils)
+
+
+def uint7_rounded(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as PyTorch's dynamic int8 linear quantizes its input (``ChooseQuantizationParams`` with the reduced
+    range): over ``[min(x, 0), max(x, 0)]`` on 0..127, the scale ``(max - min) / 127`` worked in double and kept in
+    float, zero point ``round(-min / scale)``, every entry ``round(x / scale) + zero``."""
+    x = x.detach().float()
+    low, high = x.min().clamp(max=0.0).double(), x.max().clamp(min=0.0).double()
+    scale = (high - low) / 127
+    scale = torch.where(scale.float() == 0, torch.full_like(scale, 0.1), scale)
+    zero = (-low / scale).round().clamp(0, 127).float()
+    scale = scale.clamp(min=SMALLEST_TORCH_SCALE).float()
+    return ((x / scale).round() + zero).clamp(0, 255).sub(zero) * scale
+
+
+def int8_tensor_rounded(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` as PyTorch's dynamic int8 stores it: symmetric, one scale for the whole matrix, ``max|w| / 127.5``
+    (the range -128..127 spread over both signs), every entry ``round(w * (1 / s))`` (its multiplication by the
+    inverse, which rounds a largest negative weight to -127, not -128) clipped to -128..127."""
+    w = weight.detach().float()
+    scale = w.abs().max() / 127.5
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return (w * (1 / scale)).round().clamp(-128, 127) * scale
+
+
 def int8_blocks_rounded(x: torch.Tensor, group_size: int) -> torch.Tensor:
     """``x`` as ONNX Runtime's 4-bit matmul quantizes its input at accuracy level 4: each row's entries in groups of
     ``group_size``, each group in int8, symmetric, scale max|x| / 127 (``round(x * 127 / max)``)."""
@@ -83,6 +115,11 @@ def _straight_through(x: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
 class _Rows(nn.Module):
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
         return _straight_through(weight, int8_rounded(weight, table=False))
+
+
+class _Matrix(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return _straight_through(weight, int8_tensor_rounded(weight))
 
 
 class _TableRows:
@@ -114,6 +151,10 @@ def _input_rounded(module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[t
     return (_straight_through(args[0], uint8_rounded(args[0])), *args[1:])
 
 
+def _input_rounded_7_bits(module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (_straight_through(args[0], uint7_rounded(args[0])), *args[1:])
+
+
 class _InputBlocks:
     def __init__(self, group_size: int) -> None:
         self.group_size = group_size
@@ -126,17 +167,25 @@ class FakeQuantized:
     """``model`` made to compute as its ONNX Runtime graph in dynamic int8 does (every linear weight per output channel,
     every table per tensor, every linear's input per tensor, as it comes) or, with ``group_size``, in int4 (every weight
     but the heads' and every table, per group of ``group_size`` input channels, and those matrices' inputs in int8 per
-    group), until :meth:`remove`,
-    which leaves its fp32 weights, trained or not, as the real quantizer will read them."""
+    group), or with ``backend="torch"`` as PyTorch's dynamic int8 does (every linear weight per matrix, its input per
+    tensor on 7 bits, the tables in fp32), until :meth:`remove`, which leaves its fp32 weights, trained or not, as the
+    real quantizer will read them."""
 
-    def __init__(self, model: Encoder, group_size: int | None = None) -> None:
+    def __init__(self, model: Encoder, group_size: int | None = None, backend: str = "onnxruntime") -> None:
         if model.config.relaxed:
             raise ValueError("relaxed sharing forms each layer's matrix from the shared one and its delta as it runs, "
-                             "a product ONNX Runtime does not quantize: fake quantization does not model it")
+                             "a product the quantized runtimes do not quantize: fake quantization does not model it")
+        if backend not in ("onnxruntime", "torch") or (backend == "torch" and group_size is not None):
+            raise ValueError(f"fake quantization models ONNX Runtime's int8 and int4 and PyTorch's int8, not "
+                             f"{backend} with group size {group_size}")
         self.model = model
         self._hooks = []
         for name, module in model.named_modules():
-            if isinstance(module, nn.Embedding):
+            if backend == "torch":
+                if isinstance(module, nn.Linear):
+                    parametrize.register_parametrization(module, "weight", _Matrix())
+                    self._hooks.append(module.register_forward_pre_hook(_input_rounded_7_bits))
+            elif isinstance(module, nn.Embedding):
                 self._hooks.append(module.register_forward_hook(_TableRows(group_size)))
             elif isinstance(module, nn.Linear) and group_size is None:
                 parametrize.register_parametrization(module, "weight", _Rows())

@@ -1,6 +1,6 @@
 """Quantization-aware training (Q8BERT's, with distillation as TernaryBERT trains): a copy of the model learns with
 the format's rounding in its forward pass (:class:`~compress.quantize.fake_quant.FakeQuantized`: ONNX Runtime's dynamic
-int8 or weight-only int4, exactly), distilled from the fp32 model it was given; its weights are then quantized for
+int8 or weight-only int4, or PyTorch's dynamic int8, exactly), distilled from the fp32 model it was given; its weights are then quantized for
 real, and the exported graph's answers are checked against the fake-quantized model's."""
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def apply(model: Encoder, options: AwareOptions, context: Context, fmt: QuantMet
     device = resolve_device(context.device)
     reference = model.to(device).eval()
     student = copy.deepcopy(reference)
-    fake = FakeQuantized(student, fmt.group_size if fmt.dtype == "int4" else None)
+    fake = FakeQuantized(student, fmt.group_size if fmt.dtype == "int4" else None, backend=options.backend)
     recipe = aware_recipe(fmt.name, options, student.config.num_layers)
     seed_everything(context.seed)
-    # fp32 steps: the rounding is modelled in fp32, as ONNX Runtime computes its scales
+    # fp32 steps: the rounding is modelled in fp32, as the runtimes compute their scales
     stage = distil_stage(recipe.stages[0], recipe, reference, student, context.data, model_digest(reference),
                          replace(context.train, precision="fp32"), device, context.log, context.show_progress)
     # Sentence by sentence, as the exported graph is scored: each call quantizes its activations over its own range.

@@ -207,6 +207,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     fmt = QuantMethod(name, dtype, backends, summary, calibrated,
                       group_size=getattr(options(), "group_size", None),
                       int4_share=getattr(options(), "int4_share", None))
+    options_type = options
 
     def in_compare() -> bool:
         from compress.bench.machine import cpu_features
@@ -230,11 +231,15 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
             raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
                                 f"got {options.min_retention}.")
 
+    def resolved(options: QuantOptions) -> QuantOptions:
+        """An aware format trains for one backend's rounding: ``auto`` is its first (there is no choosing after)."""
+        return replace(options, backend=backends[0]) if aware and options.backend == "auto" else options
+
     def apply(model: Any, options: QuantOptions, context: Context) -> Transformed:
         if aware:
             from compress.methods.quantization.aware import apply as train_then_quantize
 
-            return train_then_quantize(model, options, context, with_options(fmt, options))
+            return train_then_quantize(model, resolved(options), context, with_options(fmt, options))
         from compress.methods.quantization.verb import apply as quantize
 
         return quantize(model, options, context, with_options(fmt, options))
@@ -251,7 +256,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Any]:   # backend -> its maker
         from compress.methods.quantization.verb import probe as built
 
-        return built(model, options, context, with_options(fmt, options))
+        return built(model, resolved(options), context, with_options(fmt, options))
 
     def size(options: QuantOptions, shape: EncoderConfig) -> int:
         from compress.methods.quantization.verb import usable_backends
@@ -259,10 +264,10 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         chosen = with_options(fmt, options)
         return min(stored_bytes(shape, dtype, b, calibrated, chosen.group_size, chosen.int4_share)
-                   for b in usable_backends(chosen, options.backend, shape=shape)[0])
+                   for b in usable_backends(chosen, resolved(options).backend, shape=shape)[0])
 
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
-        return explain(fmt, teacher, tc, seq_len, options)
+        return explain(fmt, teacher, tc, seq_len, resolved(options or options_type()))
 
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
