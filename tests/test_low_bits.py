@@ -18,7 +18,7 @@ from compress.methods.quantization import quant_format
 from compress.methods.quantization.face import with_options
 from compress.models.encoder import Encoder
 from compress.quantize.artefacts import load_artefact, read_manifest, write_artefact
-from compress.quantize.sizes import GEMM_MODULES, stored_bytes
+from compress.quantize.sizes import stored_bytes
 from compress.quantize.torch_backend import load_fp8, save_fp8, to_fp8
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -58,9 +58,10 @@ def test_the_bytes_stored_are_the_bytes_counted_and_no_fp32_weight_is_left(tmp_p
     stored = sum(len(t.raw_data) if t.raw_data else numpy_helper.to_array(t).nbytes for t in graph.initializer)
     assert stored == pytest.approx(stored_bytes(model.config, "int4", "onnxruntime", group_size=32), rel=0.002)
     weights = {t.name for t in graph.initializer}
-    assert not [n.name for n in graph.node if n.op_type == "MatMul" and set(n.input) & weights]
+    assert not [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and set(n.input) & weights]
     projection = model.config.embedding_size != model.config.hidden_size
-    assert sum(n.op_type == "MatMulNBits" for n in graph.node) == 6 * model.config.num_layers + projection
+    heads = 2   # the pooler and the classifier: their Gemm rewritten as MatMul and Add, so quantized as the rest
+    assert sum(n.op_type == "MatMulNBits" for n in graph.node) == 6 * model.config.num_layers + projection + heads
     assert read_manifest(tmp_path)["group_size"] == 32
 
 
@@ -76,10 +77,8 @@ def test_each_backend_rounds_as_the_scheme_says(tmp_path, backend):
     int4 = load_artefact(tmp_path, threads=1)(feeds)
     rounded = _model(hidden_size=64, ffn_size=128)
     with torch.no_grad():
-        for name, module in rounded.named_modules():
-            heads = backend == "openvino"   # NNCF compresses the heads too; ONNX Runtime's Gemm heads stay fp32
-            if (isinstance(module, nn.Linear) and (heads or name not in GEMM_MODULES)) or \
-                    isinstance(module, nn.Embedding):
+        for module in rounded.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):   # the heads too, on both backends
                 module.weight.copy_(_rounded(module.weight, 32))   # a Linear's rows are its output channels
 
         def logits(m: Encoder) -> np.ndarray:

@@ -17,9 +17,9 @@ heads' too, in int8 with one scale for the whole matrix (symmetric, ``max|w| / 1
 in fp32; each linear's input is quantized as it comes over its range stretched to hold 0, on 7 bits (0..127: the
 kernels' reduced range, which keeps their 16-bit sums from overflowing): ``FakeQuantized(..., backend="torch")``.
 
-Its weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``) stores every ``MatMul`` weight but the heads' (exported
-as ``Gemm``, which it leaves in fp32) and every embedding table in 4 bits, one scale per group of input channels (a
-table's columns); at the accuracy level `compress` asks for, its 4-bit matmul quantizes each input to int8 in the same
+Its weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``) stores every linear weight (the heads' too: compress
+rewrites their ``Gemm`` as ``MatMul`` for it) and every embedding table in 4 bits, one scale per group of input channels
+(a table's columns); at the accuracy level `compress` asks for, its 4-bit matmul quantizes each input to int8 in the same
 groups, symmetric (max|x| / 127 per group of each row): :class:`FakeQuantized` with ``group_size`` does both.
 """
 
@@ -30,7 +30,6 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from compress.models.encoder import Encoder
-from compress.quantize.sizes import GEMM_MODULES
 
 
 def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -166,8 +165,7 @@ class _InputBlocks:
 class FakeQuantized:
     """``model`` made to compute as its ONNX Runtime graph in dynamic int8 does (every linear weight per output channel,
     every table per tensor, every linear's input per tensor, as it comes) or, with ``group_size``, in int4 (every weight
-    but the heads' and every table, per group of ``group_size`` input channels, and those matrices' inputs in int8 per
-    group), or with ``backend="torch"`` as PyTorch's dynamic int8 does (every linear weight per matrix, its input per
+    and every table, per group of ``group_size`` input channels, and the matrices' inputs in int8 per group), or with ``backend="torch"`` as PyTorch's dynamic int8 does (every linear weight per matrix, its input per
     tensor on 7 bits, the tables in fp32), until :meth:`remove`, which leaves its fp32 weights, trained or not, as the
     real quantizer will read them."""
 
@@ -180,7 +178,7 @@ class FakeQuantized:
                              f"{backend} with group size {group_size}")
         self.model = model
         self._hooks = []
-        for name, module in model.named_modules():
+        for module in model.modules():
             if backend == "torch":
                 if isinstance(module, nn.Linear):
                     parametrize.register_parametrization(module, "weight", _Matrix())
@@ -190,7 +188,7 @@ class FakeQuantized:
             elif isinstance(module, nn.Linear) and group_size is None:
                 parametrize.register_parametrization(module, "weight", _Rows())
                 self._hooks.append(module.register_forward_pre_hook(_input_rounded))
-            elif isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+            elif isinstance(module, nn.Linear):
                 parametrize.register_parametrization(module, "weight", _Groups(group_size))
                 self._hooks.append(module.register_forward_pre_hook(_InputBlocks(group_size)))
 

@@ -153,16 +153,49 @@ def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mappi
 INT4_ACCURACY_LEVEL = 4
 
 
-def quantize_weights_int4(source: Path, target: Path, group_size: int, keep: Iterable[str] = ()) -> None:
-    """ONNX Runtime weight-only int4 of the fp32 graph at ``source``: each MatMul weight and embedding table in
-    signed 4 bits, symmetric (no zero point), one fp32 scale per ``group_size`` input channels (per output channel
-    of a MatMul, per row of a table); the pooler and classifier (``Gemm``), biases and layer norms stay fp32, and so
-    do the nodes named in ``keep``."""
+def quantize_weights_int4(source: Path, target: Path, group_size: int) -> None:
+    """ONNX Runtime weight-only int4 of the fp32 graph at ``source``: each linear weight (the pooler's and
+    classifier's too) and embedding table in signed 4 bits, symmetric (no zero point), one fp32 scale per
+    ``group_size`` input channels (per output channel of a MatMul, per row of a table); biases and layer norms stay
+    fp32."""
     import onnx
 
     model = onnx.load(str(source))
     _read_shared_weights_directly(model.graph)
-    _write_int4(model, target, group_size, keep)
+    _gemm_as_matmul(model.graph)
+    _write_int4(model, target, group_size, ())
+
+
+def _gemm_as_matmul(graph: onnx.GraphProto) -> None:
+    """Each ``Gemm`` of an input and a weight (how the exporter writes the heads, which read one vector per sentence)
+    rewritten as the ``MatMul`` and ``Add`` it computes, with its weight transposed once, so that the 4-bit quantizer,
+    which takes MatMuls only, quantizes the heads as it does every other matrix."""
+    from onnx import helper, numpy_helper
+
+    weights = {t.name: t for t in graph.initializer}
+    nodes = []
+    for node in graph.node:
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        plain = attributes.get("alpha", 1.0) == 1.0 and attributes.get("beta", 1.0) == 1.0 and \
+            not attributes.get("transA", 0)
+        if node.op_type != "Gemm" or node.input[1] not in weights or not plain:
+            nodes.append(node)
+            continue
+        weight = numpy_helper.to_array(weights[node.input[1]])
+        name = f"{node.name}.weight_for_matmul"
+        graph.initializer.append(numpy_helper.from_array(
+            np.ascontiguousarray(weight.T if attributes.get("transB", 0) else weight), name))
+        biased = len(node.input) > 2 and node.input[2] != ""
+        product = f"{node.output[0]}_product" if biased else node.output[0]
+        nodes.append(helper.make_node("MatMul", [node.input[0], name], [product], name=f"{node.name}_MatMul"))
+        if biased:
+            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]], name=f"{node.name}_Add"))
+    read = {name for node in nodes for name in node.input}
+    kept = [t for t in graph.initializer if t.name in read]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
 
 
 def _write_int4(model: onnx.ModelProto, target: Path, group_size: int, keep: Iterable[str]) -> None:

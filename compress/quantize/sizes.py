@@ -16,11 +16,11 @@ they are counted, not measured; what each backend stores was read off the artefa
   embedding table in int8 with one fp32 scale per output channel (per row of a table), no zero point;
   biases and layer norms stay fp32; the activations' ranges and SmoothQuant's per-channel factors (a few
   bytes a channel) are left out.
-* ONNX Runtime weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``): every linear weight but the pooler's
-  and classifier's (``Gemm``) in signed 4 bits, two to a byte, one fp32 scale per group of ``group_size`` input
-  channels of each output channel (the input channels padded up to whole groups), no zero point; every embedding
-  table in 4 bits with one fp32 scale per group of ``group_size`` columns of each row; biases, layer norms and the
-  heads stay fp32.
+* ONNX Runtime weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``): every linear weight, the pooler's
+  and classifier's too (exported as ``Gemm``, rewritten as ``MatMul`` and ``Add`` for it), in signed 4 bits, two to a
+  byte, one fp32 scale per group of ``group_size`` input channels of each output channel (the input channels padded up
+  to whole groups), no zero point; every embedding table in 4 bits with one fp32 scale per group of ``group_size``
+  columns of each row; biases and layer norms stay fp32.
 * OpenVINO weight-only int4 (NNCF's weight compression, all layers): every linear weight, the heads' too, and every
   embedding table in signed 4 bits, two to a byte, one fp16 scale per group of ``group_size`` input channels of each
   output channel (per group of columns of each row of a table); biases and layer norms stay fp32.
@@ -72,8 +72,9 @@ SCHEMES: dict[tuple[str, str, bool], str] = {
     ("int4", "onnxruntime", False):
         "ONNX Runtime weight-only int4: each linear weight -> round(w / s_g) in 4 bits (-8 to 7), one scale per "
         "group g of group_size input channels of each output channel, s_g = max|w_g| / 8; each embedding table "
-        "alike, one scale per group of group_size columns of each row; the pooler and classifier, biases and layer "
-        "norms stay fp32; activations stay fp32 (quantized to int8 inside the 4-bit matmul)",
+        "alike, one scale per group of group_size columns of each row; the pooler and classifier in 4 bits as well "
+        "(their Gemm rewritten as MatMul and Add); biases and layer norms stay fp32; activations stay fp32 (quantized "
+        "to int8 inside the 4-bit matmul)",
     ("int4", "openvino", False):
         "OpenVINO weight-only int4 (NNCF, every layer): each linear weight, the pooler's and classifier's too, -> "
         "round(w / s_g) in 4 bits, one fp16 scale per group g of group_size input channels of each output channel; "
@@ -137,9 +138,9 @@ def _int8_module_bytes(name: str, module: nn.Module, backend: str, calibrated: b
     return _own_elements(module) * FP32
 
 
-def _int4_module_bytes(name: str, module: nn.Module, group_size: int) -> int:
+def _int4_module_bytes(module: nn.Module, group_size: int) -> int:
     """Bytes of one module's own parameters under ONNX Runtime's weight-only int4 with ``group_size``."""
-    if isinstance(module, nn.Linear) and name not in GEMM_MODULES:
+    if isinstance(module, nn.Linear):
         groups = -(-module.in_features // group_size)
         bias = module.bias.numel() * FP32 if module.bias is not None else 0
         return module.out_features * groups * (group_size // 2 + SCALE) + bias
@@ -194,7 +195,7 @@ def fp32_elements(config: EncoderConfig, backend: str, calibrated: bool = False)
 def allocated_bytes(config: EncoderConfig, four_bit: set[str], group_size: int) -> int:
     """Bytes of ONNX Runtime's bits per matrix once allocated: the modules whose weight is named in ``four_bit``
     (``attention.0.query.weight``) as its weight-only int4 stores them, every other as its dynamic int8 does."""
-    return sum(_int4_module_bytes(name, module, group_size) if f"{name}.weight" in four_bit else
+    return sum(_int4_module_bytes(module, group_size) if f"{name}.weight" in four_bit else
                _int8_module_bytes(name, module, "onnxruntime", False)
                for name, module in _meta_encoder(config).named_modules())
 
@@ -215,7 +216,7 @@ def stored_bytes(config: EncoderConfig, dtype: str, backend: str, calibrated: bo
     if dtype == "fp8" and backend == "torch":
         return sum(_fp8_module_bytes(module) for module in model.modules())
     if dtype == "int4" and backend == "onnxruntime" and group_size:
-        return sum(_int4_module_bytes(name, module, group_size) for name, module in model.named_modules())
+        return sum(_int4_module_bytes(module, group_size) for module in model.modules())
     if dtype == "int4" and backend == "openvino" and group_size:
         return sum(_ov_int4_module_bytes(module, group_size) for module in model.modules())
     if dtype != "int8" or backend not in ("torch", "onnxruntime", "openvino"):

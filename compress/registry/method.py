@@ -74,6 +74,8 @@ class Method:
     report_lines       record -> its section of report.md (markdown lines).
     compared_sections  record -> its part of a comparison row (the per-layer picture of a pruned model).
     not_before  methods that may not follow it in a pipeline, each with the reason (one sentence).
+    revision  raised when a change to the method alone changes what its runs give (int4's heads in 4 bits): the run
+              store's key holds it past 1, so that method's stored runs are made again and every other's reused.
     """
 
     name: str
@@ -93,6 +95,7 @@ class Method:
     report_lines: Callable[[RunRecord], list[str]] = lambda record: []
     compared_sections: Callable[[RunRecord], list[Section]] = lambda record: []
     not_before: dict[str, str] = field(default_factory=dict)
+    revision: int = 1
 
     gives: str = "fp32"   # what it hands to the next step of a pipeline: "fp32" or "quantized"
 

@@ -7,7 +7,8 @@ verified before every use, built under the entry's lock, like every cache entry 
 digest of what decides the run's result and nothing else: its settings as
 :func:`~compress.runs.config.result_settings` keeps them (not where it is written) with the bar a search may stop it
 at, its options and recipe as its method resolves them today, the task's split fingerprint, what it transforms (the teacher, or its parent run, named by the SHA-256 of the parent's test
-predictions, which changes whenever the parent's model does), and :data:`STORE_VERSION`.
+predictions, which changes whenever the parent's model does), the method's ``revision`` past its first, and
+:data:`STORE_VERSION`.
 
 Another directory that asks for the same run gets a copy of the entry, its paths rewritten to where it now lives
 (its directory, its parent's, the chain of steps before it), and the copy is checked as a run found there would be
@@ -53,6 +54,8 @@ def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str)
     material: dict[str, Any] = {"version": STORE_VERSION, "settings": settings, "options": asdict(options),
                                 "split": split_fingerprint, "from": parent.predictions if parent else "teacher",
                                 "bar": config.stop_below}
+    if method.revision > 1:   # absent at 1, so that the keys made before revisions existed still hold
+        material["revision"] = method.revision
     if isinstance(method, StudentMethod):
         material["recipe"] = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map).to_dict()
     text = json.dumps(_recorded(material), sort_keys=True)

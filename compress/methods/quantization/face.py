@@ -199,7 +199,7 @@ def _speed_note(fmt: QuantMethod) -> str:
 def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...], label: str, summary: str,
                  why: str, calibrated: bool = False, follows_students: bool = False,
                  options: type[QuantOptions] = QuantOptions, in_compare_default: bool = True,
-                 searched_for: tuple[str, ...] = (), aware: bool = False) -> Quantization:
+                 searched_for: tuple[str, ...] = (), aware: bool = False, revision: int = 1) -> Quantization:
     """Declare and register one quantization method. A half-precision one is compared by default only
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
     :class:`GroupedOptions` (its format's group size is their default); an ``aware`` one trains with the rounding in
@@ -276,6 +276,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         gives="quantized", follows_students=follows_students, seeded=calibrated or aware, run_kind="quantization",
         details=QuantDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
         probe=probe, size=size, recovery=recovery if aware else None, check_input=check_input if aware else None,
+        revision=revision,
     ))
 
 

@@ -8,6 +8,7 @@ METHOD = quantization(
     name="int4", rank=112, dtype="int4", backends=("onnxruntime", "openvino"), label="int4 weights",
     options=GroupedOptions,
     in_compare_default=False, searched_for=("size",),
+    revision=2,   # 2: the heads in 4 bits on ONNX Runtime too
     summary="post-training weight-only int4: weights and embeddings in 4 bits, one scale per group of input "
             "channels (ONNX Runtime, OpenVINO)",
     why="Weight-only quantization cuts bytes, not parameters: every weight is still there, stored in 4 bits with "

@@ -1,0 +1,31 @@
+"""A method's revision in the run store's key: raised past 1 it changes that method's keys (its stored runs are made
+again) and leaves every other method's alone; at 1 it is not in the key at all, so keys made before stay valid."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from compress.registry import get_method
+from compress.runs import store
+from compress.runs.config import RunConfig
+
+
+def test_a_revision_changes_its_own_methods_keys_only(monkeypatch):
+    int4, int8 = RunConfig(method="int4"), RunConfig(method="int8")
+    before = store.run_key(int4, None, "split"), store.run_key(int8, None, "split")
+    revised = dataclasses.replace(get_method("int4"), revision=get_method("int4").revision + 1)
+    monkeypatch.setattr(store, "get_method", lambda name: revised if name == "int4" else get_method(name))
+    after = store.run_key(int4, None, "split"), store.run_key(int8, None, "split")
+    assert after[0] != before[0] and after[1] == before[1]
+
+
+def test_a_first_revision_leaves_the_key_as_it_was_before_revisions():
+    config = RunConfig(method="int8")
+    assert get_method("int8").revision == 1
+    material = {"version": store.STORE_VERSION, "settings": {k: v for k, v in store.result_settings(
+        dataclasses.asdict(config)).items() if k != "target"}, "options": dataclasses.asdict(
+        get_method("int8").make_options({})), "split": "split", "from": "teacher", "bar": None}
+    text = json.dumps(store._recorded(material), sort_keys=True)
+    assert store.run_key(config, None, "split") == hashlib.sha256(text.encode()).hexdigest()[:24]
