@@ -141,6 +141,23 @@ def test_ranks_are_shared_out_within_the_budget(model):
     assert all(r == int(0.5 * m.params / (m.out + m.inp)) for m, r in zip(found, uniform.values()))
 
 
+def test_keep_one_leaves_every_matrix_whole_and_factorizes_the_table_alone(model):
+    from compress.methods.lowrank import shape
+    from compress.methods.lowrank.options import LowRankOptions
+    from compress.methods.lowrank.verb import choose_ranks
+
+    found = matrices(model)
+    spectra = {m.key: weighted(linear_of(model, m).weight.detach()) for m in found}
+    options = LowRankOptions(keep=1.0, embedding_rank=4)
+    for allocation in ("energy", "uniform"):   # uniform's rank at keep 1 would be break-even: factors, no saving
+        assert set(choose_ranks(LowRankOptions(keep=1.0, allocation=allocation), found, spectra).values()) == {0}
+    factorized = shape(options, model.config, None)
+    assert factorized.word_rank == 4
+    assert {r for block in factorized.attention_ranks + factorized.ffn_ranks for r in block} == {0}
+    assert count_parameters(model.config).total - count_parameters(factorized).total == \
+        model.config.vocab_size * model.config.embedding_size - 4 * (model.config.vocab_size + model.config.embedding_size)
+
+
 def test_a_factorized_model_saves_reloads_exports_and_quantizes(model, tmp_path):
     from compress.methods.quantization import quant_format
     from compress.models.checkpoints import load_encoder, save_encoder
@@ -173,6 +190,7 @@ def test_a_factorized_model_saves_reloads_exports_and_quantizes(model, tmp_path)
     (("--keep", "0.0001"), "--keep 0.0001 keeps nothing"),
     (("--weighting", "random"), "--weighting must be one of svd, fisher, activation, got 'random'."),
     (("--embedding-rank", "0"), "--embedding-rank must be a positive integer, got 0."),
+    (("--keep", "1"), "--keep 1 keeps every matrix whole and no --embedding-rank is given: nothing would be"),
 ])
 def test_bad_options_fail_in_one_line_before_any_work(args, expected, tmp_path):
     done = run_cli("run", "lowrank", *args, "--out", str(tmp_path / "run"))

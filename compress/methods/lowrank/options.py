@@ -14,8 +14,9 @@ class LowRankOptions:
         "help": "what the factors keep best: svd (the weights' own energy), fisher (the rows the task loss is "
                 "sensitive to, FWSVD) or activation (the directions the layer's real inputs use, SVD-LLM)."})
     keep: float = field(default=0.6, metadata={
-        "help": "share of the attention and FFN matrices' parameters to keep, in (0, 1] (default 0.6).",
-        "search": (0.8, 0.6, 0.4)})
+        "help": "share of the attention and FFN matrices' parameters to keep, in (0, 1] (default 0.6); 1 keeps every "
+                "one whole, so that --embedding-rank factorizes the token embedding alone.",
+        "search": (1.0, 0.8, 0.6, 0.4)})
     allocation: str = field(default="energy", metadata={
         "help": "how --keep is shared out: energy (one budget for all matrices, each next rank to the matrix it "
                 "keeps the most weighted energy of per parameter) or uniform (the same share of every matrix)."})

@@ -64,6 +64,9 @@ def check_shape(options: LowRankOptions, shape: EncoderConfig) -> None:
     if shape.relaxed:
         raise CompressError("lowrank cannot factorize a relaxed ALBERT (its layers add deltas to shared blocks); a "
                             "smaller --rank is the way to a smaller one.")
+    if options.keep == 1 and options.rank is None and options.embedding_rank is None:
+        raise CompressError("--keep 1 keeps every matrix whole and no --embedding-rank is given: nothing would be "
+                            "factorized; add --embedding-rank to factorize the token embedding alone, or keep less.")
     if options.embedding_rank is not None and options.embedding_rank >= shape.embedding_size:
         raise CompressError(f"--embedding-rank {options.embedding_rank} keeps the whole token embedding: it must be "
                             f"below its width E = {shape.embedding_size}.")
@@ -89,6 +92,8 @@ def choose_ranks(options: LowRankOptions, found: list[Matrix], spectra: dict[str
     """Every matrix's rank (0: dense) as the options ask: one --rank, or --keep shared out by the allocation."""
     if options.rank is not None:
         return {m.key: options.rank if options.rank <= break_even(m.out, m.inp) else 0 for m in found}
+    if options.keep == 1:   # every matrix whole (the token embedding alone factorized, with --embedding-rank)
+        return {m.key: 0 for m in found}
     if options.allocation == "uniform":
         return uniform_ranks(found, options.keep)
     return energy_ranks(found, spectra, int(options.keep * sum(m.params for m in found)))
