@@ -19,6 +19,7 @@ import pytest
 from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.registry import get_method
+from compress.registry.pipeline import parse
 
 pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py
 
@@ -47,9 +48,9 @@ def tiny_flags(argv: list[str], teacher: str, csv: str, corpus: str) -> list[str
                 "--epochs", "1", "--precision", "fp32"]
     if argv[:2] in (["compress", "teacher"], ["compress", "teachers"]) and "finetune" in argv:
         return data + list(FINETUNE_FLAGS)
-    if argv[:2] == ["compress", "run"]:
-        quantization = get_method(argv[2]).kind == "transform"
-        return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if quantization else list(STUDENT_FLAGS))
+    if argv[:2] == ["compress", "run"]:   # a method or a pipeline, with options in brackets
+        transforms = all(get_method(step.name).kind == "transform" for step in parse(argv[2]).steps)
+        return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if transforms else list(STUDENT_FLAGS))
     if argv[:2] == ["compress", "compare"]:
         return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"]
     if argv[:2] == ["python", "benchmarks/quantization.py"]:
