@@ -154,8 +154,9 @@ def test_keep_one_leaves_every_matrix_whole_and_factorizes_the_table_alone(model
     factorized = shape(options, model.config, None)
     assert factorized.word_rank == 4
     assert {r for block in factorized.attention_ranks + factorized.ffn_ranks for r in block} == {0}
+    vocab, width = model.config.vocab_size, model.config.embedding_size
     assert count_parameters(model.config).total - count_parameters(factorized).total == \
-        model.config.vocab_size * model.config.embedding_size - 4 * (model.config.vocab_size + model.config.embedding_size)
+        vocab * width - 4 * (vocab + width)
 
 
 def test_a_factorized_model_saves_reloads_exports_and_quantizes(model, tmp_path):

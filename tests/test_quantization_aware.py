@@ -107,7 +107,8 @@ def test_compress_run_qat_int8_trains_exports_and_checks_the_export(tmp_path):
     assert metrics["details"]["backend"] == "torch" and metrics["student"]["dtype"] == "int8"
     assert aware["epochs"] == 1 and aware["agreement"] == 1.0 and aware["max_abs_logit_diff"] < 1e-3, aware
     for bad, expected in [("qat-int8[recovery_epochs=0]", "0 epochs is post-training quantization"),
-                          ("qat-int8[backend=openvino]", "onnxruntime"), ("qat-int4[backend=torch]", "onnxruntime"), ("qat-int4[group_size=7]", "group_size must be"),
+                          ("qat-int8[backend=openvino]", "onnxruntime"), ("qat-int4[backend=torch]", "onnxruntime"),
+                          ("qat-int4[group_size=7]", "group_size must be"),
                           ("albert[rank=4,embedding_size=32]+qat-int8", "cannot train a relaxed ALBERT")]:
         refused = run_cli("run", bad, *common, "--out", str(tmp_path / "bad"), env=env)
         assert refused.returncode == 2 and expected in refused.stderr and \

@@ -18,9 +18,10 @@ in fp32; each linear's input is quantized as it comes over its range stretched t
 kernels' reduced range, which keeps their 16-bit sums from overflowing): ``FakeQuantized(..., backend="torch")``.
 
 Its weight-only int4 (``MatMulNBits``, ``GatherBlockQuantized``) stores every linear weight (the heads' too: compress
-rewrites their ``Gemm`` as ``MatMul`` for it) and every embedding table in 4 bits, one scale per group of input channels
-(a table's columns); at the accuracy level `compress` asks for, its 4-bit matmul quantizes each input to int8 in the same
-groups, symmetric (max|x| / 127 per group of each row): :class:`FakeQuantized` with ``group_size`` does both.
+rewrites their ``Gemm`` as ``MatMul`` for it) and every embedding table in 4 bits, one scale per group of input
+channels (a table's columns); at the accuracy level `compress` asks for, its 4-bit matmul quantizes each input to int8
+in the same groups, symmetric (max|x| / 127 per group of each row): :class:`FakeQuantized` with ``group_size`` does
+both.
 """
 
 from __future__ import annotations
@@ -164,10 +165,11 @@ class _InputBlocks:
 
 class FakeQuantized:
     """``model`` made to compute as its ONNX Runtime graph in dynamic int8 does (every linear weight per output channel,
-    every table per tensor, every linear's input per tensor, as it comes) or, with ``group_size``, in int4 (every weight
-    and every table, per group of ``group_size`` input channels, and the matrices' inputs in int8 per group), or with ``backend="torch"`` as PyTorch's dynamic int8 does (every linear weight per matrix, its input per
-    tensor on 7 bits, the tables in fp32), until :meth:`remove`, which leaves its fp32 weights, trained or not, as the
-    real quantizer will read them."""
+    every table per tensor, every linear's input per tensor, as it comes) or, with ``group_size``, in int4 (every
+    weight and every table, per group of ``group_size`` input channels, and the matrices' inputs in int8 per group),
+    or, with ``backend="torch"``, as PyTorch's dynamic int8 does (every linear weight per matrix, its input per tensor
+    on 7 bits, the tables in fp32), until :meth:`remove`, which leaves its fp32 weights, trained or not, as the real
+    quantizer will read them."""
 
     def __init__(self, model: Encoder, group_size: int | None = None, backend: str = "onnxruntime") -> None:
         if model.config.relaxed:

@@ -1,7 +1,7 @@
 """Quantization-aware training (Q8BERT's, with distillation as TernaryBERT trains): a copy of the model learns with
 the format's rounding in its forward pass (:class:`~compress.quantize.fake_quant.FakeQuantized`: ONNX Runtime's dynamic
-int8 or weight-only int4, or PyTorch's dynamic int8, exactly), distilled from the fp32 model it was given; its weights are then quantized for
-real, and the exported graph's answers are checked against the fake-quantized model's."""
+int8 or weight-only int4, or PyTorch's dynamic int8, exactly), distilled from the fp32 model it was given; its weights
+are then quantized for real, and the exported model's answers are checked against the fake-quantized model's."""
 
 from __future__ import annotations
 
