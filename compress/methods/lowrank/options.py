@@ -24,7 +24,7 @@ class LowRankOptions:
         "help": "one rank for every matrix instead of --keep (a matrix whose break-even rank is lower stays dense)."})
     embedding_rank: int | None = field(default=None, metadata={
         "help": "also factorize the token embedding: V x E -> V x r + r x E (ALBERT's factorization, after the "
-                "fact); default: keep it whole.", "search": (None, 128)})
+                "fact); default: keep it whole.", "search": (None, 160, 128)})
     calibration_examples: int = field(default=512, metadata={
         "help": "training examples the Fisher weights or input statistics are measured on (default 512)."})
     recovery_epochs: int = field(default=2, metadata={
