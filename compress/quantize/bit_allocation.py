@@ -26,7 +26,8 @@ from compress.quantize.fake_quant import int4_rounded, int8_rounded
 from compress.quantize.formats import MatrixBits
 
 SENSITIVITY_EXAMPLES = 64   # training sentences the Fisher diagonal is averaged over
-# The heads run on one vector per sequence and are exported as Gemm: ONNX Runtime's 4-bit quantizer leaves them be.
+# The heads run on one vector per sequence and are exported as Gemm, which ONNX Runtime's 4-bit quantizer does not
+# take; bits per matrix leaves them so (int4 alone rewrites them as MatMul), and its int8 pass quantizes them.
 HEADS = ("pooler.", "classifier.")
 
 

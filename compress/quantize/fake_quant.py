@@ -1,7 +1,7 @@
 """Fake quantization: a PyTorch model computing as its quantized form will (ONNX Runtime's dynamic int8 or weight-only
 int4 graph, or PyTorch's own dynamic int8), so it can be trained
-(quantization-aware) with the rounding in its forward pass and then exported to a real int8 model that answers as it
-did.
+(quantization-aware) with the rounding in its forward pass and then exported to a real quantized model that answers
+as it did.
 
 ONNX Runtime's dynamic int8 (``quantize_dynamic``, per channel, the graph `compress` writes) stores every weight a
 ``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127),

@@ -175,7 +175,7 @@ def _gemm_as_matmul(graph: onnx.GraphProto) -> None:
     weights = {t.name: t for t in graph.initializer}
     nodes = []
     for node in graph.node:
-        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute} if node.op_type == "Gemm" else {}
         plain = attributes.get("alpha", 1.0) == 1.0 and attributes.get("beta", 1.0) == 1.0 and \
             not attributes.get("transA", 0)
         if node.op_type != "Gemm" or node.input[1] not in weights or not plain:

@@ -204,10 +204,9 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
     :class:`GroupedOptions` (its format's group size is their default); an ``aware`` one trains with the rounding in
     its forward pass before it is quantized (:class:`AwareOptions`)."""
-    fmt = QuantMethod(name, dtype, backends, summary, calibrated,
-                      group_size=getattr(options(), "group_size", None),
-                      int4_share=getattr(options(), "int4_share", None))
-    options_type = options
+    defaults = options()
+    fmt = QuantMethod(name, dtype, backends, summary, calibrated, group_size=getattr(defaults, "group_size", None),
+                      int4_share=getattr(defaults, "int4_share", None))
 
     def in_compare() -> bool:
         from compress.bench.machine import cpu_features
@@ -267,7 +266,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
                    for b in usable_backends(chosen, resolved(options).backend, shape=shape)[0])
 
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
-        return explain(fmt, teacher, tc, seq_len, resolved(options or options_type()))
+        return explain(fmt, teacher, tc, seq_len, resolved(options or defaults))
 
     return register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
