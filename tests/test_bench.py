@@ -169,6 +169,16 @@ class _Clock:
         return self.now
 
 
+class _OneBatch:
+    """A filled set of one batch, the batch being its size (what the fake models below take)."""
+
+    def __init__(self, size: int) -> None:
+        self.shape, self.batches, self.examples, self.padding, self.lengths = "filled", [size], size, 0.0, [8]
+
+    def largest(self) -> int:
+        return self.batches[0]
+
+
 def test_timed_passes_loads_every_model_afresh_each_pass_in_a_new_order_and_times_from_the_same_calls(monkeypatch):
     """Three passes of five rounds: every pass uses the models its own load returned, in an order unlike the pass
     before it, rounds alternating forward and reverse; latency, the pass medians and the large batch all come from
@@ -178,6 +188,7 @@ def test_timed_passes_loads_every_model_afresh_each_pass_in_a_new_order_and_time
     clock, log, loads = _Clock(), [], []
     monkeypatch.setattr(timing, "time", clock)
     monkeypatch.setattr(speed, "speed_batch", lambda data, batch, seq_len: batch)
+    monkeypatch.setattr(speed, "batch_set", lambda data, shape, batch, seq_len: _OneBatch(batch))
     monkeypatch.setattr(speed, "peak_memory_bytes", lambda fn, device="cpu": (fn(), 100 + len(loads))[1])
 
     class Model:

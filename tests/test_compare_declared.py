@@ -60,7 +60,7 @@ def declared_comparison(tmp_path_factory):
     env = {"COMPRESS_CACHE": str(root / "cache")}
     config = root / "compare.toml"
     config.write_text(f'teacher = "{teacher}"\ndataset = "{csv}"\nmethods = ["distilbert", "distilbert+int8"]\n'
-                      'seeds = 1\nepochs = 2\nprecision = "fp32"\n')
+                      'seeds = 1\nepochs = 2\nprecision = "fp32"\nbatch_shape = "bucketed"\n')
     # a flag given on the command line wins over the file (--epochs), the file over the defaults
     done = run_cli("compare", "--config", str(config), "--epochs", "3", "--out", str(root / "first"), *FAST,
                    "--json", env=env)
@@ -75,6 +75,13 @@ def test_a_declared_comparison_records_its_settings_and_file(declared_comparison
     assert first["config"]["epochs"] == 3 and first["config"]["precision"] == "fp32" and first["seeds"] == [13]
     assert first["config"]["methods"] == ["distilbert", "distilbert+int8"] and first["config"]["batch_size"] == 16
     assert first["config_file"] == {"name": "compare.toml", "text": config.read_text()}
+    # throughput in the batch shape the file asked for, said in the record and the report
+    speed = first["speed"]
+    assert first["config"]["batch_shape"] == speed["batch_shape"] == "bucketed" and 0 < speed["padding"] < 1
+    assert set(speed["batch_lengths"]) <= {16, 32, 64, max(speed["batch_lengths"])}
+    report = (declared_comparison["root"] / "first" / "comparison.md").read_text()
+    assert "test sentences bucketed by length" in report
+    assert f"{speed['padding']:.0%} of the positions padding" in report
 
 
 def test_like_makes_the_same_comparison_again(declared_comparison):

@@ -243,6 +243,19 @@ def test_a_busy_machine_during_the_speed_measurement_is_said_in_the_report(compa
     assert "other processes kept 1.3 CPUs busy while speed was measured" in busy
 
 
+def test_the_report_says_how_throughputs_batches_were_shaped(comparison):
+    """Which batches throughput was timed on decides which runtime wins batch work: the notes say it, filled to
+    the sequence length where the comparison predates batch shapes."""
+    before = render_markdown(comparison)
+    assert "throughput: examples per second at the large batch, every row filled to 48 real tokens" in before
+    bucketed = render_markdown(comparison | {"speed": {"batch_size": 32, "batch_shape": "bucketed",
+                                                       "padding": 0.083}})
+    assert ("throughput: examples per second at batch 32, test sentences bucketed by length (bounds 16, 32, 64, ... "
+            "and the longest), each padded to its bucket's bound, 8% of the positions padding") in bucketed
+    padded = render_markdown(comparison | {"speed": {"batch_size": 32, "batch_shape": "padded", "padding": 0.61}})
+    assert "test sentences padded to the split's longest, 61% of the positions padding" in padded
+
+
 def _with_long_labels(comparison: dict) -> dict:
     """The default set's pipelines, whose labels ran the results table off a 1300-pixel screen."""
     label = "DistilBERT (half the layers) → structured pruning (heads, FFN, layers) → dynamic int8"

@@ -37,8 +37,24 @@ class Speed(TypedDict, total=False):
     dtype: str
     latency_ms_p50: float      # batch 1
     latency_ms_p90: float
-    batch_ms_p50: float        # batch config["batch_size"]
+    batch_ms_p50: float        # batch config["batch_size"]: ms per that many examples
     throughput: float          # examples per second at that batch size
+    batch_shape: str           # how the large batches were shaped (compress.bench.batch_shapes; absent: filled)
+    padding: float             # padding's share of the positions the large batches computed
+    batch_lengths: list[int]   # each large batch's padded length, in the order they ran
     peak_memory_bytes: int
     config: dict[str, int]     # the SpeedConfig it was measured with
     passes: int                # measure_all's passes (absent for one measure_speed)
+
+
+def batch_phrase(shape: str | None, batch_size: float | None, seq_len: float | None, padding: float | None) -> str:
+    """How the large batches were shaped, in words (``shape`` None: recorded before batch shapes, filled)."""
+    at = f"batch {batch_size:g}" if isinstance(batch_size, int | float) else "the large batch"
+    waste = f", {padding:.0%} of the positions padding" if padding else ""
+    if shape in (None, "filled"):
+        length = f" {seq_len:g}" if isinstance(seq_len, int | float) else ""
+        return f"{at}, every row filled to{length or ' the sequence length'} real tokens"
+    return {"real": f"{at}, test sentences padded to each batch's longest{waste}",
+            "padded": f"{at}, test sentences padded to the split's longest{waste}",
+            "bucketed": f"{at}, test sentences bucketed by length (bounds 16, 32, 64, ... and the longest), each "
+                        f"padded to its bucket's bound{waste}"}.get(shape, f"{at}, {shape} batches")

@@ -1,4 +1,5 @@
-"""Speed and memory of one predictor on the task's own inputs: latency at batch 1, throughput at batch 32."""
+"""Speed and memory of one predictor on the task's own inputs: latency at batch 1, throughput at batch 32 in the
+batch shape asked (:mod:`compress.bench.batch_shapes`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compress.bench.batch_shapes import BatchSet, batch_set, check_batch_shape, run_set
 from compress.bench.inputs import speed_batch
 from compress.bench.machine import device_name
 from compress.bench.measurement import Speed
@@ -33,35 +35,51 @@ class SpeedConfig:
     warmup: int = 5
     repeats: int = 30           # timed calls at batch 1
     batch_size: int = 32
-    batch_repeats: int = 10     # timed calls at batch ``batch_size``
+    batch_repeats: int = 10     # timed calls at batch ``batch_size`` (each a set of batches, but for filled)
+    batch_shape: str = "filled"   # how the large batches are shaped (compress.bench.batch_shapes)
 
     def __post_init__(self) -> None:
         if self.threads < 1 or self.repeats < 1 or self.batch_repeats < 1 or self.batch_size < 1:
             raise CompressError("threads, repeats and batch sizes of speed measurement must be positive integers.")
         check_speed_device(self.device)
+        check_batch_shape(self.batch_shape)
+
+
+def ms_per_batch(set_ms: float, batches: BatchSet, batch_size: int) -> float:
+    """Milliseconds per ``batch_size`` examples of a set that took ``set_ms`` (a bucketed set's last batch of a
+    bucket may be short), so ``batch_size / batch_ms`` is its throughput."""
+    return set_ms * batch_size / batches.examples
+
+
+def shape_fields(batches: BatchSet) -> Speed:
+    """What a measurement records of the large batches' shape."""
+    return Speed(batch_shape=batches.shape, padding=batches.padding, batch_lengths=batches.lengths)
 
 
 def measure_speed(predictor: Predictor, data: TokenizedTask, seq_len: int, config: SpeedConfig) -> Speed:
     """Latency p50/p90 at batch 1, throughput at batch ``config.batch_size``, and the peak memory of one batch.
 
-    Inputs are real test examples of exactly ``seq_len`` tokens. Torch runs with ``config.threads``
+    Batch 1 is a real test example of exactly ``seq_len`` tokens; the large batches are shaped as
+    ``config.batch_shape`` says (filled: every row ``seq_len`` real tokens). Torch runs with ``config.threads``
     threads; ONNX Runtime sessions are built with the same count. Peak memory is the growth of the
-    process's resident memory during the first large batch (activations and runtime buffers, not the
+    process's resident memory during the largest of the large batches, first (activations and runtime buffers, not the
     weights already loaded); on a GPU (``config.device`` cuda, the predictor built for it), the most the batch
     held allocated there beyond what was allocated before it. A call on a GPU returns its logits to the host, so it
     ends when the GPU's work does: each timed call is the GPU's time, synchronised.
     """
     one = speed_batch(data, 1, seq_len)
-    many = speed_batch(data, config.batch_size, seq_len)
+    many = batch_set(data, config.batch_shape, config.batch_size, seq_len)
     with fixed_threads(config.threads):
-        peak = peak_memory_bytes(lambda: predictor(many), config.device)
+        peak = peak_memory_bytes(partial(predictor, many.largest()), config.device)
         single = time_call(lambda: predictor(one), batch_size=1, warmup=config.warmup, repeats=config.repeats)
-        batched = time_call(lambda: predictor(many), batch_size=config.batch_size, warmup=1,
-                            repeats=config.batch_repeats)
+        # one untimed call first: every shape of the set seen once (a runtime that prepares per shape has)
+        batched = ms_per_batch(float(np.median(timed_calls(partial(run_set, predictor, many), warmup=1,
+                                                       repeats=config.batch_repeats))), many, config.batch_size)
     return Speed(seq_len=seq_len, threads=config.threads, device=device_name(config.device),
                  backend=predictor.backend, dtype=predictor.dtype,
-                 latency_ms_p50=single.p50_ms, latency_ms_p90=single.p90_ms, batch_ms_p50=batched.p50_ms,
-                 throughput=batched.throughput, peak_memory_bytes=peak, config=asdict(config))
+                 latency_ms_p50=single.p50_ms, latency_ms_p90=single.p90_ms, batch_ms_p50=batched,
+                 throughput=config.batch_size / (batched / 1000), peak_memory_bytes=peak, config=asdict(config),
+                 **shape_fields(many))
 
 
 # The fields of one measurement that belong to the large batch (the rest are batch 1's).
@@ -106,6 +124,7 @@ class PassTimings:
     calls_ms: list[float] = field(default_factory=list)          # every timed batch-1 call, all passes
     batch_ms: list[float] = field(default_factory=list)          # per pass, the median large-batch latency
     peak_memory_bytes: int = 0                                   # the largest over the passes
+    shape: Speed = field(default_factory=Speed)                  # the large batches' shape (shape_fields)
 
     @property
     def latency_ms_p50(self) -> float:
@@ -154,7 +173,8 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
     """Every model's speed in ``passes`` independent passes. Each pass loads every model afresh (``load``), then
     times ``rounds`` rounds of batch-1 latency (every model once a round, ``config.repeats // 3`` calls, at least
     5, after :data:`ROUND_WARMUP` untimed ones; the pass's order forward, then reversed, alternating), then each
-    model's large batch (its peak memory on the first call, then ``config.batch_repeats`` timed calls).
+    model's large batches in ``config.batch_shape`` (its peak memory on the largest batch, then
+    ``config.batch_repeats`` timed calls, each the whole set of batches).
 
     Within a pass, a model's round and the teacher's were timed seconds apart under the same load, so latency and
     speed-up come from the same timings; across passes, what a fresh load and another order change (memory
@@ -162,14 +182,14 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
     """
     if passes < 1 or rounds < 1:
         raise CompressError("speed is measured in at least one pass of at least one round.")
-    one, many = speed_batch(data, 1, seq_len), speed_batch(data, config.batch_size, seq_len)
+    one, many = speed_batch(data, 1, seq_len), batch_set(data, config.batch_shape, config.batch_size, seq_len)
     calls = round_calls(config)
     timings: dict[str, PassTimings] = {}
     for number in range(passes):
         predictors = load()
         order = pass_orders(list(predictors), passes)[number]
         for name in predictors:
-            timings.setdefault(name, PassTimings()).rounds_ms.append([])
+            timings.setdefault(name, PassTimings(shape=shape_fields(many))).rounds_ms.append([])
         with fixed_threads(config.threads):
             for round_number in range(rounds):
                 timed = timed_round(predictors, order if round_number % 2 == 0 else order[::-1], one, calls)
@@ -179,9 +199,12 @@ def timed_passes(load: Callable[[], dict[str, Predictor]], data: TokenizedTask, 
             for name in order:
                 timing = timings[name]
                 timing.peak_memory_bytes = max(timing.peak_memory_bytes,
-                                               peak_memory_bytes(partial(predictors[name], many), config.device))
-                timing.batch_ms.append(float(np.median(timed_calls(partial(predictors[name], many), warmup=0,
-                                                                   repeats=config.batch_repeats))))
+                                               peak_memory_bytes(partial(predictors[name], many.largest()),
+                                                                 config.device))
+                # a set of several shapes runs once untimed: each shape seen (the largest alone was, above)
+                set_ms = timed_calls(partial(run_set, predictors[name], many), warmup=int(len(many.batches) > 1),
+                                     repeats=config.batch_repeats)
+                timing.batch_ms.append(ms_per_batch(float(np.median(set_ms)), many, config.batch_size))
         del predictors
         gc.collect()
     return timings

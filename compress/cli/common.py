@@ -18,6 +18,10 @@ err_console = Console(stderr=True)
 # The options `compress compare` and `compress search` share: how speed is measured, the teacher's fine-tuning, where
 # and in what precision the runs train.
 THREADS = typer.Option(None, help="Threads speed is measured with (default: CPUs, at most 4).")
+BATCH_SHAPE = typer.Option("filled", help="How throughput's batches of 32 are shaped: filled (every row the "
+                                             "speed sequence length of real tokens), real (test sentences, each "
+                                             "batch padded to its longest), padded (to the split's longest) or "
+                                             "bucketed (by length, padded to 16, 32, 64, ... tokens).")
 SEQ_LEN = typer.Option(None, help="Sequence length of speed inputs (default: 95th percentile).")
 REPEATS = typer.Option(30, help="Timed batch-1 calls per model (the median is reported); a third as many, at "
                                  "least 3, at batch 32.")

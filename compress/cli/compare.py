@@ -13,6 +13,7 @@ from rich.table import Table
 
 from compress.cli.common import (
     ADDRESS,
+    BATCH_SHAPE,
     CPUS_PER_RUN,
     DEVICE,
     EXECUTOR,
@@ -71,6 +72,7 @@ def compare(
     threads: int | None = THREADS,
     seq_len: int | None = SEQ_LEN,
     repeats: int = REPEATS,
+    batch_shape: str = BATCH_SHAPE,
     teacher_epochs: int | None = TEACHER_EPOCHS,
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
@@ -150,7 +152,8 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         text_column=s["text_column"], text_pair_column=s["text_pair_column"], label_column=s["label_column"],
         task=s["task"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
         batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
-        seq_len=s["seq_len"], repeats=s["repeats"], device=s["device"], speed_device=s["speed_device"],
+        seq_len=s["seq_len"], repeats=s["repeats"], batch_shape=s["batch_shape"], device=s["device"],
+        speed_device=s["speed_device"],
         hold_out=s["hold_out"], precision=s["precision"], metric=s["metric"],
         executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
         teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"],

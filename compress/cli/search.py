@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from compress.cli.common import (
     ADDRESS,
+    BATCH_SHAPE,
     CPUS_PER_RUN,
     DEVICE,
     EXECUTOR,
@@ -70,6 +71,7 @@ def search(
     threads: int | None = THREADS,
     seq_len: int | None = SEQ_LEN,
     repeats: int = REPEATS,
+    batch_shape: str = BATCH_SHAPE,
     teacher_epochs: int | None = TEACHER_EPOCHS,
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
@@ -98,7 +100,8 @@ def search(
                           teacher=teacher, dataset=dataset, text_column=text_column,
                           text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe,
                           metric=metric, out=out, batch_size=batch_size,
-                          threads=threads, seq_len=seq_len, repeats=repeats, device=device, precision=precision,
+                          threads=threads, seq_len=seq_len, repeats=repeats, batch_shape=batch_shape, device=device,
+                          precision=precision,
                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size,
                                                            teacher_layer_decay),
                           executor=Executor(executor, address, cpus_per_run, gpus_per_run),

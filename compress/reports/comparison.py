@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from compress.bench.contention import BUSY_THRESHOLD
+from compress.bench.measurement import batch_phrase
 from compress.errors import CompressError
 from compress.ownership import mark_comparison, read_marker
 from compress.paths import as_ordinary_file, atomic_write_text
@@ -196,9 +197,11 @@ def _notes(comparison: ShownComparison) -> tuple[str, ...]:
 
 
 def _notes_of(comparison: ShownComparison) -> tuple[str, ...]:
-    notes = NOTES if not comparison.context.gpu else tuple(
-        note.replace("on the CPU", f"on the GPU ({comparison.context.gpu}), each call synchronised")
-        for note in NOTES)
+    context = comparison.context
+    shape = batch_phrase(context.batch_shape, context.batch_size, context.seq_len, context.padding)
+    notes = tuple(note.replace("throughput: examples per second", f"throughput: examples per second at {shape}")
+                  .replace("on the CPU", f"on the GPU ({context.gpu}), each call synchronised" if context.gpu
+                           else "on the CPU") for note in NOTES)
     if not comparison.has_intervals:
         return notes
     seeds = comparison.context.seeds

@@ -319,6 +319,9 @@ class ShownContext:
     speedup: str | None = None          # how speed-ups were computed (speed.speedup; None: per-round medians)
                                         # "passes": with their range over independent passes
     metric: str = "accuracy"            # what every accuracy, retention and difference is of (comparison.metric)
+    batch_size: int | float | None = None   # the large batch throughput was timed at (speed.batch_size)
+    batch_shape: str | None = None      # how its batches were shaped (speed.batch_shape; None: filled, before shapes)
+    padding: float | None = None        # padding's share of the positions they computed
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ShownContext:
@@ -336,6 +339,9 @@ class ShownContext:
                    precision=_text(data.get("precision")),
                    speedup=_text(_object(data.get("speed")).get("speedup")),
                    metric=_text(data.get("metric")) or "accuracy",
+                   batch_size=_as_given(_object(data.get("speed")).get("batch_size")),
+                   batch_shape=_text(_object(data.get("speed")).get("batch_shape")),
+                   padding=number(_object(data.get("speed")).get("padding")),
                    time={k: seconds for k, v in _object(data.get("time")).items()
                          if (seconds := number(v)) is not None})
 

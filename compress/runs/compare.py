@@ -150,6 +150,7 @@ class CompareConfig:
     threads: int | None = None
     seq_len: int | None = None          # speed is measured at this length (default: 95th percentile of test)
     repeats: int = 30
+    batch_shape: str = "filled"         # how throughput's batches are shaped (compress.bench.batch_shapes)
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
     stop_below: float | None = None     # every trained stage stops once its dev accuracy cannot reach this
@@ -165,6 +166,7 @@ class CompareConfig:
                 "dedupe": self.dedupe, "methods": list(self.methods),
                 "epochs": self.epochs, "batch_size": self.batch_size, "seeds": list(self.seeds),
                 "threads": self.threads, "seq_len": self.seq_len, "repeats": self.repeats,
+                "batch_shape": self.batch_shape,
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
                 "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
@@ -377,8 +379,8 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
     return run_dir, record, False
 
 
-def _predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int],
-               device: str = "cpu") -> Predictor:
+def run_predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int],
+                  device: str = "cpu") -> Predictor:
     """The run's model on ``device``, fed the teacher's token ids (renumbered when its vocabulary was pruned)."""
     model_dir = run_dir / ("model" if record.quantized else "student")
     predictor = load_artefact(model_dir, threads, device=device) if record.quantized else \
@@ -420,7 +422,7 @@ def check_comparison(config: CompareConfig) -> CheckedComparison:
     threads = default_threads() if config.threads is None else config.threads
     # bad values fail here, before training
     speed_config = SpeedConfig(threads=threads, repeats=config.repeats, batch_repeats=batch_calls(config.repeats),
-                               device=config.speed_device)
+                               device=config.speed_device, batch_shape=config.batch_shape)
     check_seq_len(config.seq_len, teacher_config(config.teacher).max_positions)
     check_dataset(**dataset_args(config))
     out = Path(config.out or f"runs/compare-{Path(config.teacher).name}-{Path(config.dataset).stem}")
@@ -477,7 +479,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
     def load() -> dict[str, Predictor]:   # every model afresh, for each pass
         device = config.speed_device
         return {"teacher": TorchPredictor(finetuned.load().model, device=device)} | {
-            name: _predictor(record, run_dir, threads, vocab, device)
+            name: run_predictor(record, run_dir, threads, vocab, device)
             for name, [(_, run_dir, record), *_] in runs.items()}
 
     runs_s = lap()
@@ -507,7 +509,8 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), seq_len=seq_len, threads=threads,
         speed={k: v for k, v in asdict(speed_config).items() if k != "warmup"} | {   # the rounds' own warm-up
             "passes": PASSES, "rounds": ROUNDS, "round_warmup": ROUND_WARMUP, "other_cpus": load_meanwhile.cpus,
-            "speedup": "passes"} | ({"gpu": device_name(speed_config.device)} if speed_config.device == "cuda" else {}),
+            "speedup": "passes"} | timings["teacher"].shape |
+        ({"gpu": device_name(speed_config.device)} if speed_config.device == "cuda" else {}),
         dataset=DatasetRecord(task.name, task.fingerprint, {name: len(split) for name, split in task.splits.items()},
                               test_classes=None if task.regression else
                               {name: list(task.splits["test"]["label"]).count(i)

@@ -97,13 +97,15 @@ class Probes:
     budget at what it cost when it was measured (:attr:`charged`, once per entry and search), so a search run again
     spends its budget as the first did and decides as it did, in a fraction of the time."""
 
-    def __init__(self, data: TokenizedTask, seq_len: int, threads: int, repeats: int) -> None:
+    def __init__(self, data: TokenizedTask, seq_len: int, threads: int, repeats: int,
+                 batch_shape: str = "filled") -> None:
         self.data, self.seq_len = data, seq_len
         # Batch-1 calls as a comparison times them; a few large batches (a structure's throughput is a ranking, not a
-        # result: the finals measure it again).
-        self.speed = SpeedConfig(threads=threads, repeats=repeats, batch_repeats=3)
+        # result: the finals measure it again), shaped as the search's throughput is.
+        self.speed = SpeedConfig(threads=threads, repeats=repeats, batch_repeats=3, batch_shape=batch_shape)
         self.context = {"cpu": cpu_model(), "threads": threads, "seq_len": seq_len, "repeats": repeats,
-                        "versions": package_versions(RUNTIMES), "task": data.cache_key}
+                        "versions": package_versions(RUNTIMES), "task": data.cache_key} | \
+            ({"batch_shape": batch_shape} if batch_shape != "filled" else {})   # filled: as probes were before shapes
         digest = hashlib.sha256(json.dumps(self.context, sort_keys=True).encode()).hexdigest()[:20]
         self.path = cache_dir() / "search-probes" / f"{digest}.json"
         self.timed, self.steps, self.step_costs = self._read()

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from compress.bench.batch_shapes import check_batch_shape
 from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
@@ -118,6 +119,7 @@ class SearchConfig:
     threads: int | None = None
     seq_len: int | None = None
     repeats: int = 30
+    batch_shape: str = "filled"          # how throughput's batches are shaped (compress.bench.batch_shapes)
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     executor: Executor = field(default_factory=Executor)   # where candidates and finals train (here, or Ray tasks)
     command: str | None = None
@@ -129,6 +131,7 @@ class SearchConfig:
         if not 0 < self.min_retention <= 1:
             raise CompressError(f"--min-retention is a share of the teacher's score in (0, 1], got "
                                 f"{self.min_retention}.")
+        check_batch_shape(self.batch_shape)
         if self.select_on not in SELECT_ON:
             raise CompressError(f"--select-on takes {' or '.join(SELECT_ON)}, not {self.select_on!r}.")
         if self.selection_size is not None and (self.selection_size < 1 or self.select_on != "held-out"):
@@ -194,7 +197,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     for planned in plan_runs(sorted({str(c.pipeline.steps[0]) for c in found})):   # every student's own checks
         if isinstance(planned.method, StudentMethod):
             check_student(run_config(compare_config, planned, "teacher"), planned.method)
-    probes = Probes(data, seq_len, threads, config.repeats)
+    probes = Probes(data, seq_len, threads, config.repeats, config.batch_shape)
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
@@ -257,7 +260,7 @@ def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
                          dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out,
                          batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
                          precision=config.precision, threads=config.threads, seq_len=config.seq_len,
-                         repeats=config.repeats, teacher_finetune=config.teacher_finetune, executor=config.executor,
-                         command=config.command)
+                         repeats=config.repeats, batch_shape=config.batch_shape,
+                         teacher_finetune=config.teacher_finetune, executor=config.executor, command=config.command)
 
 

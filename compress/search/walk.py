@@ -34,12 +34,12 @@ from compress.registry.pipeline import Pipeline
 from compress.reports.records import RunRecord, read_run_record
 from compress.runs.compare import (
     CompareConfig,
-    _predictor,
     _run_or_reuse,
     completed_run,
     plan_runs,
     plan_seeds,
     run_dir_of,
+    run_predictor,
     stopped_by_bar,
 )
 from compress.runs.compare import _run_config as run_config
@@ -573,7 +573,7 @@ class Walk:
         if kept is not None:
             return load_predictions(run_dir, kept, self.evidence)
         with self.clock.on("evaluation and timing"):
-            predictor = _predictor(record, run_dir, self.probes.speed.threads, self.vocab)
+            predictor = run_predictor(record, run_dir, self.probes.speed.threads, self.vocab)
             size = 1 if record.quantized else 128   # quantized models are scored a sentence at a time, as runs do
             return Predictions.of(*predict_batches(predictor, self.data.dataloader(self.evidence, batch_size=size)))
 
