@@ -399,6 +399,65 @@ def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mea
     assert walk.enough().candidate.text == "d" and [s.candidate.text for s in walk.finalists()] == ["c", "d"]
 
 
+def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
+    """The most compressed first; after a miss, the candidate nearest the geometric middle of the miss and the best
+    that met the bar (the worst left while none has); nothing between: the best above the miss; nothing above it:
+    what is left below it."""
+    from types import SimpleNamespace
+
+    from compress.search.walk import State, Walk
+
+    walk = Walk.__new__(Walk)
+    walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size")
+    walk.kept, walk.floor = [], None
+
+    def order(*sizes: float) -> list[tuple[float, int, int]]:
+        return [(size, 1, i) for i, size in enumerate(sizes)]
+
+    assert walk.next_position(order(1, 2, 4, 8, 16, 32, 64)) == 0
+    walk.floor = (1.0, "a")                                        # 1 missed: sqrt(1 x 64) = 8
+    assert walk.next_position(order(2, 4, 8, 16, 32, 64, float("inf"))) == 2
+    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, dev_retention=0.975), "torch")]
+    assert walk.next_position(order(2, 3, 4, 7, 32, 64)) == 2     # 16 met: sqrt(1 x 16) = 4
+    walk.floor = (4.0, "b")                                        # 4 missed too: sqrt(4 x 16) = 8, 7 nearest
+    assert walk.next_position(order(2, 3, 7, 32, 64)) == 2
+    walk.floor = (7.0, "c")                                        # nothing between 7 and 16: the best above 7
+    assert walk.next_position(order(2, 3, 32, 64)) == 2
+    walk.floor = (64.0, "d")                                       # nothing above the floor: below it
+    assert walk.next_position(order(2, 3)) == 0
+
+
+def test_the_finals_reserve_counts_a_run_the_reference_shares_with_a_candidate_once():
+    """distilbert+prune+prune-vocab+int4 and the reference distilbert+prune+int8 share distilbert and prune seed by
+    seed: the walk's reserve for its finals counted them twice (once for the finalists, once for the reference),
+    which left the first 90-minute size search unable to afford any distilbert student after 40 minutes."""
+    from types import SimpleNamespace
+
+    from compress.search.walk import State, Walk
+
+    cost = {"distilbert": 600.0, "prune": 120.0, "prune-vocab": 30.0, "int4": 20.0, "int8": 10.0}
+    walk = Walk.__new__(Walk)
+    walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size", seeds=[13, 14, 15],
+                                  against="distilbert+prune+int8")
+    walk.complete, walk.kept = {("distilbert", 13)}, []
+    walk.made = lambda step: (step.planned.name, step.seed) in walk.complete
+    walk.step_costs = lambda candidate: [cost[m] for m in (step.split("[")[0] for step in candidate.text.split("+"))]
+
+    def state(text: str, size: int) -> State:
+        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, dev_retention=None), "torch")
+
+    candidate, reference = state("distilbert+prune+prune-vocab+int4", 5), state("distilbert+prune+int8", 15)
+    walk.states = [candidate, reference]
+    first = ([candidate.candidate], [13])
+    assert walk.missing(first) == 120 + 30 + 20                        # distilbert@13 is made already
+    runs = walk.finals_runs(candidate)
+    assert runs == [([candidate.candidate], [14, 15]), ([reference.candidate], [13, 14, 15])]
+    # seeds 14 and 15 of the candidate's four steps, then the reference's int8 on each seed: its distilbert and
+    # prune are the candidate's
+    assert walk.missing(first, *runs) - walk.missing(first) == 2 * (600 + 120 + 30 + 20) + 3 * 10
+    assert walk.missing(*runs) < walk.missing(runs[0]) + walk.missing(runs[1])
+
+
 def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path, monkeypatch):
     """Timings live under the cache root, keyed by what they depend on: a second search (another directory) reads
     what the first timed; two searches saving at once keep both's; another thread count is another entry."""

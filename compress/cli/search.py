@@ -85,8 +85,9 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
     """Find the fastest (or smallest) model that keeps --min-retention of the teacher's score: candidates across
-    every method and pipeline, timed untrained, trained in order of the objective until two meet the bar on
-    held-out training sentences, then the best with every seed, judged on test against a reference."""
+    every method and pipeline, timed untrained, trained in order of the objective (bisecting after a miss) until two
+    meet the bar on held-out training sentences, then the best with every seed, judged on test against a
+    reference."""
     from compress.registry.pipeline import split_list
     from compress.runs.compare import parse_seeds
     from compress.runs.executors import Executor

@@ -10,7 +10,7 @@ every seed.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -234,6 +234,8 @@ class Walk:
         self.factor: dict[str, float] = {}
         self.untrained: dict[str, float] = {}
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
+        # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
+        self.floor: tuple[float, str] | None = None
         # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
         # them), or dev where it holds none out.
         self.evidence = SELECT if SELECT in task.splits else "dev"
@@ -326,23 +328,21 @@ class Walk:
         else:
             self._seed_fits()
         # By objective, then (a tie: one structure with or without a pruned vocabulary) the shorter pipeline.
-        heap: list[tuple[float, int, int]] = []
-        for index, state in enumerate(self.states):
-            key = self.objective(state)
-            heapq.heappush(heap, (math.inf if key is None else key, len(state.candidate.methods), index))
-        while heap:
-            key, steps, index = heapq.heappop(heap)
+        order = sorted((math.inf if (key := self.objective(state)) is None else key, len(state.candidate.methods), i)
+                       for i, state in enumerate(self.states))
+        while order:
+            key, steps, index = order.pop(self.next_position(order))
             state = self.states[index]
             if self.least_training_s is not None and self.config.budget_s - self.clock.spent < self.least_training_s:
                 self.say(f"the {format_seconds(self.config.budget_s - self.clock.spent)} left of the budget cannot "
                          f"hold any training (the cheapest: about {format_seconds(self.least_training_s)}): the walk "
                          "ends here")
-                for _, _, left_index in [(key, steps, index), *heap]:
+                for _, _, left_index in [(key, steps, index), *order]:
                     self.states[left_index].record.reason = "the budget ended before it was reached"
                 break
             enough = self.enough()
             if enough is not None and key >= (self.objective(enough) or math.inf):
-                self._not_reached(heap + [(key, steps, index)], enough)
+                self._not_reached(order + [(key, steps, index)], enough)
                 break
             if (reason := self.ruled_out(state)) is not None:   # before timing it: no need to know its speed
                 state.record.status, state.record.reason = "ruled out", reason
@@ -350,7 +350,7 @@ class Walk:
             if self.config.minimize != "size" and state.timed is None and self.may_probe():
                 self.time_structure(state)
                 self.probing_progress()
-                heapq.heappush(heap, (self.objective(state) or math.inf, steps, index))
+                bisect.insort(order, (self.objective(state) or math.inf, steps, index))
                 continue
             try:
                 self.consider(state)
@@ -358,11 +358,35 @@ class Walk:
                 raise_if_interrupted(e)
                 state.record.status, state.record.reason = "failed", str(e)
                 self.say(f"    failed: {e}")
+            if state.record.status in ("below", "kept") and not self.met_bar(state) and \
+                    (self.floor is None or key > self.floor[0]):   # below the bar on its mean: bisect above it
+                self.floor = (key, state.candidate.text)
             # search.json after every candidate trained; one only left for want of budget (a reason, nothing to
             # resume from) waits for the next save: each save writes every candidate (1.8 MB for 3,209), and
             # saving after each of the 1,580 left in the first 90-minute search took minutes of its budget.
             if state.record.order is not None or time.perf_counter() - self.saved_at >= SAVE_EVERY_S:
                 self.save()
+
+    def next_position(self, order: list[tuple[float, int, int]]) -> int:
+        """Where in ``order`` (sorted by objective) the walk goes next: the best candidate until one misses the bar;
+        after a miss, the candidate nearest the geometric middle between the best objective that missed (the floor)
+        and the best that met the bar (or, while none has, the worst objective left), a bisection that reaches the
+        bar's edge in a few trainings where walking up from the most compressed spent a 90-minute size search on
+        ten that missed; once nothing lies between, the best above the floor (the walk as before, from there); and
+        once nothing is left above the floor, what is below it."""
+        if self.floor is None:
+            return 0
+        floor, first = self.floor[0], (lambda entry: entry[0])
+        low = bisect.bisect_right(order, floor, key=first)
+        best = min((m for s in self.kept if self.met_bar(s) and (m := self.objective(s)) is not None), default=None)
+        high = bisect.bisect_left(order, best, lo=low, key=first) if best is not None else len(order)
+        finite = bisect.bisect_left(order, math.inf, lo=low, hi=high, key=first)   # untimed, unfitted ones last
+        if finite > low:
+            middle = math.sqrt(max(floor, 1e-12) * (best if best is not None else order[finite - 1][0]))
+            near = bisect.bisect_left(order, middle, lo=low, hi=finite, key=first)
+            return min((i for i in (near - 1, near) if low <= i < finite),
+                       key=lambda i: abs(math.log(max(order[i][0], 1e-12) / middle)))
+        return low if low < len(order) else 0
 
     def met_bar(self, state: State) -> bool:
         """Whether a kept candidate's selection retention (its mean on the selection sentences) meets the bar."""
@@ -381,13 +405,17 @@ class Walk:
         ranked = sorted(self.kept, key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
         return ranked[:self.config.finalists]
 
-    def _not_reached(self, heap: list[tuple[float, int, int]], enough: State) -> None:
+    def _not_reached(self, order: list[tuple[float, int, int]], enough: State) -> None:
         what = "larger" if self.config.minimize == "size" else "slower"
-        for _, _, index in heap:
+        last = self.objective(enough) or math.inf
+        for key, _, index in order:
             state = self.states[index]
             if state.record.status == "not reached":
                 measured = "measured" if state.timed or self.config.minimize == "size" else "estimated"
-                state.record.reason = f"{measured} {what} than {enough.candidate.text}, the finals' last candidate"
+                below = "at most as large as" if self.config.minimize == "size" else "at least as fast as"
+                state.record.reason = f"{measured} {what} than {enough.candidate.text}, the finals' last candidate" \
+                    if key >= last or self.floor is None else f"{measured} {below} {self.floor[1]}, which missed " \
+                    "the bar on its selection mean (the walk bisected above it)"
 
     def ruled_out(self, state: State) -> str | None:
         """Why ``state`` cannot meet the bar without training it, or None."""
@@ -428,8 +456,9 @@ class Walk:
 
     def consider(self, state: State) -> None:
         """Leave ``state`` for want of budget, or train it (the first seed, step by step)."""
-        estimate = self.missing([state.candidate], self.config.seeds[:1])
-        reserve = self.finals_estimate(state)
+        first = ([state.candidate], self.config.seeds[:1])
+        estimate = self.missing(first)
+        reserve = self.missing(first, *self.finals_runs(state)) - estimate   # what the finals share with it: once
         left = self.config.budget_s - self.clock.spent
         if estimate + reserve > left:
             state.record.reason = (f"its training (about {format_seconds(estimate)}) and the finals (about "
@@ -470,35 +499,40 @@ class Walk:
                 self.untrained.get(method.name, UNTRAINED_RUN_S)
                 for method, seconds in zip(candidate.methods, self.steps(candidate))]
 
-    def missing(self, candidates: list[Candidate], seeds: list[int]) -> float:
-        """Seconds to make the runs of ``candidates`` with ``seeds`` that the directory does not hold complete yet
-        (a step they share counted once)."""
+    def missing(self, *wanted: tuple[list[Candidate], list[int]]) -> float:
+        """Seconds to make the runs of each ``(candidates, seeds)`` of ``wanted`` that the directory does not hold
+        complete yet, a run they share counted once (the reference and a candidate that starts as it does share
+        their first steps, seed by seed)."""
         costs: dict[tuple[str, int], float] = {}
-        for candidate in candidates:
-            per_step = self.step_costs(candidate)
-            for step in plan_seeds(plan_runs([candidate.text]), seeds):
-                key = (step.planned.name, step.seed)
-                if key in costs or key in self.complete:
-                    continue
-                run_dir = run_dir_of(self.out, step.planned.name, step.seed)
-                parent, _, seed = (step.parent or "").rpartition("@")
-                target = str(run_dir_of(self.out, parent, int(seed))) if step.parent else "teacher"
-                config = run_config(replace(self.compare_config, stop_below=self.stop_below), step.planned, target,
-                                    run_dir, step.seed)
-                if completed_run(run_dir, config, self.task.fingerprint) is not None:
-                    self.complete.add(key)
-                else:
-                    costs[key] = per_step[len(step.planned.steps) - 1]
+        for candidates, seeds in wanted:
+            for candidate in candidates:
+                per_step = self.step_costs(candidate)
+                for step in plan_seeds(plan_runs([candidate.text]), seeds):
+                    key = (step.planned.name, step.seed)
+                    if key not in costs:
+                        costs[key] = 0.0 if self.made(step) else per_step[len(step.planned.steps) - 1]
         return sum(costs.values())
 
-    def finals_estimate(self, state: State) -> float:
-        """The finals' training if ``state`` were kept: the other seeds of the finalists it would be among, and the
-        reference's runs not made yet."""
+    def made(self, step: Any) -> bool:
+        """Whether the directory holds ``step`` (a seeded run of a plan) complete, as its training would make it."""
+        key = (step.planned.name, step.seed)
+        if key not in self.complete:
+            run_dir = run_dir_of(self.out, step.planned.name, step.seed)
+            parent, _, seed = (step.parent or "").rpartition("@")
+            target = str(run_dir_of(self.out, parent, int(seed))) if step.parent else "teacher"
+            config = run_config(replace(self.compare_config, stop_below=self.stop_below), step.planned, target,
+                                run_dir, step.seed)
+            if completed_run(run_dir, config, self.task.fingerprint) is not None:
+                self.complete.add(key)
+        return key in self.complete
+
+    def finals_runs(self, state: State) -> list[tuple[list[Candidate], list[int]]]:
+        """The finals' runs if ``state`` were kept: the other seeds of the finalists it would be among, and every
+        seed of the reference."""
         kept = sorted([*self.kept, state], key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
         finalists = [s.candidate for s in kept[:self.config.finalists]]
         against = next((s for s in self.states if s.candidate.text == self.config.against), None)
-        total = self.missing(finalists, self.config.seeds[1:])
-        return total + (self.missing([against.candidate], self.config.seeds) if against is not None else 0.0)
+        return [(finalists, self.config.seeds[1:])] + ([([against.candidate], self.config.seeds)] if against else [])
 
     def train(self, state: State) -> None:
         """Train ``state``'s steps on the first seed (reusing finished ones), each stopped below the bar, and screen
