@@ -402,7 +402,7 @@ def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mea
 def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     """The most compressed first; after a miss, the candidate nearest the geometric middle of the miss and the best
     that met the bar (the worst left while none has); nothing between: the best above the miss; nothing above it:
-    what is left below it."""
+    what is left below it; and while none has met the bar, the best above the miss that trains nothing first."""
     from types import SimpleNamespace
 
     from compress.search.walk import State, Walk
@@ -410,6 +410,7 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     walk = Walk.__new__(Walk)
     walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size")
     walk.kept, walk.floor = [], None
+    walk.trains_nothing = lambda index: False
 
     def order(*sizes: float) -> list[tuple[float, int, int]]:
         return [(size, 1, i) for i, size in enumerate(sizes)]
@@ -425,6 +426,12 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     assert walk.next_position(order(2, 3, 32, 64)) == 2
     walk.floor = (64.0, "d")                                       # nothing above the floor: below it
     assert walk.next_position(order(2, 3)) == 0
+    # while nothing has met the bar, after a miss the best above it that trains nothing (seconds to make) comes first
+    walk.kept, walk.floor = [], (1.0, "a")
+    walk.trains_nothing = lambda index: index in (0, 4, 5)   # 0.5 lies below the miss
+    assert walk.next_position(order(0.5, 3, 4, 8, 16, 32, 64)) == 4
+    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, dev_retention=0.975), "torch")]
+    assert walk.next_position(order(0.5, 3, 4, 8, 32, 64)) == 2   # one has met: bisect again, sqrt(1 x 16) = 4
 
 
 def test_the_finals_reserve_counts_a_run_the_reference_shares_with_a_candidate_once():

@@ -124,6 +124,13 @@ def trained_steps(candidate: Candidate, teacher: EncoderConfig) -> list[tuple[An
     return steps
 
 
+def trains_nothing(candidate: Candidate, teacher: EncoderConfig) -> bool:
+    """Whether no step of ``candidate`` trains (the teacher quantized, its vocabulary pruned, exported): its one run
+    takes seconds, not the minutes of a distillation or a recovery."""
+    return all(training_recipe(method, options, given) is None
+               for method, options, given, _ in trained_steps(candidate, teacher))
+
+
 def step_estimates(candidate: Candidate, teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
                    examples: int) -> list[float]:
     """Per step of ``candidate``: the seconds of its training steps (every epoch of every stage at the step time
@@ -236,6 +243,7 @@ class Walk:
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
         # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
         self.floor: tuple[float, str] | None = None
+        self.cheap: dict[int, bool] = {}          # by candidate index: whether it trains nothing (trains_nothing)
         # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
         # them), or dev where it holds none out.
         self.evidence = SELECT if SELECT in task.splits else "dev"
@@ -369,16 +377,22 @@ class Walk:
 
     def next_position(self, order: list[tuple[float, int, int]]) -> int:
         """Where in ``order`` (sorted by objective) the walk goes next: the best candidate until one misses the bar;
-        after a miss, the candidate nearest the geometric middle between the best objective that missed (the floor)
-        and the best that met the bar (or, while none has, the worst objective left), a bisection that reaches the
-        bar's edge in a few trainings where walking up from the most compressed spent a 90-minute size search on
-        ten that missed; once nothing lies between, the best above the floor (the walk as before, from there); and
-        once nothing is left above the floor, what is below it."""
+        after a miss, while none has met the bar, the best above the miss that trains nothing (the teacher quantized:
+        seconds to make, and likely to meet it), so the walk soon holds a model that meets the bar; then the candidate
+        nearest the geometric middle between the best objective that missed (the floor) and the best that met the
+        bar (or, while none has, the worst objective left), a bisection that reaches the bar's edge in a few
+        trainings where walking up from the most compressed spent a 90-minute size search on ten that missed; once
+        nothing lies between, the best above the floor (the walk as before, from there); and once nothing is left
+        above the floor, what is below it."""
         if self.floor is None:
             return 0
         floor, first = self.floor[0], (lambda entry: entry[0])
         low = bisect.bisect_right(order, floor, key=first)
         best = min((m for s in self.kept if self.met_bar(s) and (m := self.objective(s)) is not None), default=None)
+        if best is None:
+            cheap = next((i for i in range(low, len(order)) if self.trains_nothing(order[i][2])), None)
+            if cheap is not None:
+                return cheap
         high = bisect.bisect_left(order, best, lo=low, key=first) if best is not None else len(order)
         finite = bisect.bisect_left(order, math.inf, lo=low, hi=high, key=first)   # untimed, unfitted ones last
         if finite > low:
@@ -387,6 +401,11 @@ class Walk:
             return min((i for i in (near - 1, near) if low <= i < finite),
                        key=lambda i: abs(math.log(max(order[i][0], 1e-12) / middle)))
         return low if low < len(order) else 0
+
+    def trains_nothing(self, index: int) -> bool:
+        if index not in self.cheap:
+            self.cheap[index] = trains_nothing(self.states[index].candidate, self.teacher)
+        return self.cheap[index]
 
     def met_bar(self, state: State) -> bool:
         """Whether a kept candidate's selection retention (its mean on the selection sentences) meets the bar."""
