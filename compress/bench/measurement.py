@@ -47,11 +47,11 @@ class Speed(TypedDict, total=False):
     passes: int                # measure_all's passes (absent for one measure_speed)
 
 
-def batch_phrase(shape: str | None, batch_size: float | None, seq_len: float | None, padding: float | None) -> str:
-    """How the large batches were shaped, in words (``shape`` None: recorded before batch shapes, filled)."""
+def batch_phrase(shape: str, batch_size: float | None, seq_len: float | None, padding: float | None) -> str:
+    """How the large batches were shaped (compress.bench.batch_shapes), in words."""
     at = f"batch {batch_size:g}" if isinstance(batch_size, int | float) else "the large batch"
     waste = f", {padding:.0%} of the positions padding" if padding else ""
-    if shape in (None, "filled"):
+    if shape == "filled":
         length = f" {seq_len:g}" if isinstance(seq_len, int | float) else ""
         return f"{at}, every row filled to{length or ' the sequence length'} real tokens"
     return {"real": f"{at}, test sentences padded to each batch's longest{waste}",

@@ -198,8 +198,10 @@ def _notes(comparison: ShownComparison) -> tuple[str, ...]:
 
 def _notes_of(comparison: ShownComparison) -> tuple[str, ...]:
     context = comparison.context
-    shape = batch_phrase(context.batch_shape, context.batch_size, context.seq_len, context.padding)
-    notes = tuple(note.replace("throughput: examples per second", f"throughput: examples per second at {shape}")
+    # the batches' shape where the record says it (a comparison made before shapes keeps the report it had)
+    shape = "" if context.batch_shape is None else \
+        " at " + batch_phrase(context.batch_shape, context.batch_size, context.seq_len, context.padding)
+    notes = tuple(note.replace("throughput: examples per second", f"throughput: examples per second{shape}")
                   .replace("on the CPU", f"on the GPU ({context.gpu}), each call synchronised" if context.gpu
                            else "on the CPU") for note in NOTES)
     if not comparison.has_intervals:

@@ -320,7 +320,7 @@ class ShownContext:
                                         # "passes": with their range over independent passes
     metric: str = "accuracy"            # what every accuracy, retention and difference is of (comparison.metric)
     batch_size: int | float | None = None   # the large batch throughput was timed at (speed.batch_size)
-    batch_shape: str | None = None      # how its batches were shaped (speed.batch_shape; None: filled, before shapes)
+    batch_shape: str | None = None      # how its batches were shaped (speed.batch_shape; None: made before shapes)
     padding: float | None = None        # padding's share of the positions they computed
 
     @classmethod
