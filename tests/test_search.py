@@ -409,7 +409,7 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
 
     walk = Walk.__new__(Walk)
     walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size")
-    walk.kept, walk.floor = [], None
+    walk.kept, walk.floor, walk.cheap_left = [], None, True
     walk.trains_nothing = lambda index: False
 
     def order(*sizes: float) -> list[tuple[float, int, int]]:
@@ -427,7 +427,7 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     walk.floor = (64.0, "d")                                       # nothing above the floor: below it
     assert walk.next_position(order(2, 3)) == 0
     # while nothing has met the bar, after a miss the best above it that trains nothing (seconds to make) comes first
-    walk.kept, walk.floor = [], (1.0, "a")
+    walk.kept, walk.floor, walk.cheap_left = [], (1.0, "a"), True
     walk.trains_nothing = lambda index: index in (0, 4, 5)   # 0.5 lies below the miss
     assert walk.next_position(order(0.5, 3, 4, 8, 16, 32, 64)) == 4
     walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, dev_retention=0.975), "torch")]

@@ -244,6 +244,7 @@ class Walk:
         # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
         self.floor: tuple[float, str] | None = None
         self.cheap: dict[int, bool] = {}          # by candidate index: whether it trains nothing (trains_nothing)
+        self.cheap_left = True                    # one may lie above the floor (next_position)
         # The sentences it selects on: training examples its task holds out (nothing trains or picks an epoch on
         # them), or dev where it holds none out.
         self.evidence = SELECT if SELECT in task.splits else "dev"
@@ -389,10 +390,11 @@ class Walk:
         floor, first = self.floor[0], (lambda entry: entry[0])
         low = bisect.bisect_right(order, floor, key=first)
         best = min((m for s in self.kept if self.met_bar(s) and (m := self.objective(s)) is not None), default=None)
-        if best is None:
+        if best is None and self.cheap_left:
             cheap = next((i for i in range(low, len(order)) if self.trains_nothing(order[i][2])), None)
             if cheap is not None:
                 return cheap
+            self.cheap_left = False   # the floor only rises: none will lie above it again (no scan each step)
         high = bisect.bisect_left(order, best, lo=low, key=first) if best is not None else len(order)
         finite = bisect.bisect_left(order, math.inf, lo=low, hi=high, key=first)   # untimed, unfitted ones last
         if finite > low:
