@@ -83,6 +83,8 @@ REFUSALS: list[tuple[str, str]] = [
     ("run int8 --backend tvm", "unknown backend 'tvm'"),
     ("run int8 --min-retention 1.5", "--min-retention is a share of the fp32 model's accuracy"),
     ("run int8 --choose-by speed", "--choose-by must be latency or throughput"),
+    ("run int8 --batch-shape bucketed", "--batch-shape bucketed shapes the batches --choose-by throughput times"),
+    ("run int8 --choose-by throughput --batch-shape ragged", "unknown --batch-shape 'ragged'"),
     ("run distilbert --precision fp16 --device cpu", "--precision fp16 trains on CUDA only"),
     ("run distilbert --layers 7", "between 1 and the teacher's 6"),
     ("run int8[backend=onnxruntime] --backend torch", "is given twice to int8"),

@@ -155,6 +155,25 @@ def test_a_toy_methods_declared_range_is_searched(tiny, tmp_path, monkeypatch):
     assert json.loads((Path(record.chosen_run) / "metrics.json").read_text())["details"]["factor"] == 1
 
 
+def test_a_throughput_search_runs_each_candidate_on_the_runtime_fastest_in_its_batches(tiny, tmp_path, monkeypatch):
+    """Minimizing throughput in bucketed batches: a quantization left to choose its backend (the candidates' and the
+    reference's) chooses by throughput in those batches, as the probes ranked it, and its run says so."""
+    from compress.search.search import SearchConfig, search
+    from compress.teachers.finetune import FinetuneConfig
+
+    monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
+    config = SearchConfig(methods=["int8"], minimize="throughput", batch_shape="bucketed", teacher=str(tiny["teacher"]),
+                          dataset=str(tiny["csv"]), seeds=[13], against="int8", finalists=1, threads=1, repeats=5,
+                          batch_size=8, out=str(tmp_path / "s"),
+                          teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)))
+    _, record = search(config, show_progress=False)
+    assert [c.text for c in record.candidates] == ["int8[choose_by=throughput,batch_shape=bucketed]"]
+    assert record.status == "complete" and record.chosen == record.against == record.candidates[0].text
+    details = json.loads((Path(record.chosen_run) / "metrics.json").read_text())["details"]
+    assert {m["batch_shape"] for m in details["measured"].values()} == {"bucketed"} and len(details["measured"]) > 1
+    assert "the fastest at batch 32, test sentences bucketed by length" in details["chosen_by"]
+
+
 # --- the bar ------------------------------------------------------------------------------------
 
 

@@ -73,6 +73,10 @@ def compare(
     seq_len: int | None = SEQ_LEN,
     repeats: int = REPEATS,
     batch_shape: str = BATCH_SHAPE,
+    choose_by: str = typer.Option(
+        "latency", help="How a quantization left to choose its backend (auto) chooses: latency (the fastest at batch "
+                        "1) or throughput (the fastest in batches shaped as --batch-shape says; its runs are named "
+                        "so: int8\\[choose_by=throughput])."),
     teacher_epochs: int | None = TEACHER_EPOCHS,
     teacher_lr: float | None = TEACHER_LR,
     teacher_batch_size: int | None = TEACHER_BATCH_SIZE,
@@ -102,6 +106,10 @@ def compare(
     from compress.runs.compare import compare as run_compare
 
     config = _compare_config(ctx, config_file, like, ignore_versions)
+    if choose_by != "latency":
+        from compress.runs.compare import chosen_by
+
+        config.methods = chosen_by(config.methods, choose_by, config.batch_shape)
     say = (lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     from compress.runs.across_tasks import compare_tasks, datasets_of
 

@@ -45,6 +45,12 @@ class Details:
         """Why this CPU runs the model badly (shown beside it in a comparison), if it does."""
         return None
 
+    @property
+    def runtime_note(self) -> str | None:
+        """Where the runtime it runs on was not the fastest for both batch 1 and large batches: which one its speed
+        is measured on and which was faster for the other (shown beside it in a comparison)."""
+        return None
+
 
 def build(cls: type, data: Any) -> Any:
     """``data`` (parsed JSON) as an instance of dataclass ``cls``: nested dataclasses, lists and dicts of them

@@ -60,7 +60,9 @@ class Method:
               (its command-line spelling, default ``--field-name``; None: only through --set or
               a pipeline), ``parse`` (str -> value, for types other than int, float, str, bool) and
               ``search``: the values `compress search` tries, mildest compression first (a tuple, or a
-              function of the teacher's shape giving one; the field's default stands for itself).
+              function of the teacher's shape giving one; the field's default stands for itself) and
+              ``added_later`` (an option added after runs were stored: the run store's key leaves it out at its
+              default, as those runs ran).
     why       the run record's sentence, formatted with a run's ratios (keys: WHY_KEYS).
     explain   (teacher name, teacher shape, sequence length, options) -> the JSON-ready data of `compress
               explain`, for the shape those options give.
@@ -168,6 +170,9 @@ class Transform(Method):
             that predictor from ``model`` (a model of the right shape, untrained) without data beyond calibration
             batches: what `compress search` times a candidate with before training it (building only the runtimes
             it asks for); None: the model runs in PyTorch as it is.
+    for_throughput  optional (a step's option values, a batch shape) -> the values that have it run as fast as it can
+            at batch throughput in batches of that shape (quantization left to choose its backend chooses by
+            throughput there); None: how it runs does not depend on the objective.
     takes   what it transforms: "fp32" (an fp32 encoder); ``gives`` what it writes.
     follows_students  whether `compress compare` chains every default student with it by default
             (``distilbert+int8``): the pipelines a user tries first.
@@ -182,6 +187,7 @@ class Transform(Method):
     recovery: Callable[[Any, EncoderConfig], Recipe] | None = None
     size: Callable[[Any, EncoderConfig], int] | None = None
     probe: Callable[[Any, Any, Context], dict[str, Callable[[], Any]]] | None = None
+    for_throughput: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
     takes: str = "fp32"
     follows_students: bool = False
     seeded: bool = True

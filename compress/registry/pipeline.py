@@ -140,3 +140,14 @@ def check(pipeline: Pipeline) -> list[Method]:
             raise CompressError(f"{method.name} cannot follow {before.name}: {before.name} gives a {before.gives} "
                                 f"model and {method.name} takes a {method.takes} one.")  # type: ignore[attr-defined]
     return methods
+
+
+def for_throughput(pipeline: Pipeline, batch_shape: str) -> Pipeline:
+    """``pipeline`` as it runs when batch throughput in batches of ``batch_shape`` is what counts: each step whose
+    method runs differently for it (:attr:`Transform.for_throughput`: quantization left to choose its backend) with
+    the options that say so; the rest as they are."""
+    steps = []
+    for step in pipeline.steps:
+        adapt = getattr(get_method(step.name), "for_throughput", None)
+        steps.append(Step(step.name, adapt(step.options, batch_shape)) if adapt else step)
+    return Pipeline(tuple(steps))

@@ -180,8 +180,10 @@ def _display_name(method: ShownMethod) -> str:
 
 
 def _warnings(comparison: ShownComparison) -> list[str]:
-    """One line per method this CPU runs badly (marked ⚠ in the table)."""
-    return [f"⚠ {m.name}: {m.note}" for m in comparison.methods if m.note]
+    """One line per method this CPU runs badly (marked ⚠ in the table), then one per method whose runtime was the
+    fastest at batch 1 or in large batches but not both."""
+    return [f"⚠ {m.name}: {m.note}" for m in comparison.methods if m.note] + \
+        [f"{m.name}: {m.runtime_note}." for m in comparison.methods if m.runtime_note]
 
 
 def _verdicts(comparison: ShownComparison) -> list[str]:

@@ -206,6 +206,7 @@ class ShownMethod(ShownModel):
     dtype: str | None = None
     run_dir: str | None = None
     note: str | None = None             # why this CPU runs it badly (the row is flagged ⚠)
+    runtime_note: str | None = None     # which runtime its speeds are of, where another was faster for one of them
     explanation: str | None = None
     retention: float | None = None      # accuracy as a fraction of the teacher's
     speedup: float | None = None
@@ -229,6 +230,7 @@ class ShownMethod(ShownModel):
         return cls(**cls._measures(data), params_by_component=cls._components(data), method=method,
                    label=_text(data.get("label")), kind=_text(data.get("kind")), backend=_text(data.get("backend")),
                    dtype=_text(data.get("dtype")), run_dir=_text(data.get("run_dir")), note=_text(data.get("note")),
+                   runtime_note=_text(data.get("runtime_note")),
                    explanation=_text(data.get("explanation")), retention=number(data.get("retention")),
                    speedup=number(data.get("speedup")),
                    steps=tuple(str(step) for step in steps) if isinstance(steps, list) else (),

@@ -380,6 +380,7 @@ class ComparedModel(ComparedMeasures):
     throughput_speedup: float
     explanation: str
     note: str | None       # why this CPU runs it badly (no bf16 units, ...), or None
+    runtime_note: str | None = None   # its runtime was fastest at batch 1 or in large batches, not both (Details)
     sections: list[Section] = field(default_factory=list)   # the own part of its last step that has one
     retention_interval: IntervalRecord | None = None
     retention_intervals: dict[str, IntervalRecord] = field(default_factory=dict)   # of each of scores, paired

@@ -67,7 +67,7 @@ from compress.predictions import Predictions, load_predictions
 from compress.quantize.artefacts import load_artefact
 from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
 from compress.registry import Method, StudentMethod, Transform, all_methods, format_value, get_method, names
-from compress.registry.pipeline import Pipeline, Step, check, parse
+from compress.registry.pipeline import Pipeline, Step, check, for_throughput, parse
 from compress.reports.comparison import write_comparison
 from compress.reports.records import (
     ChainStep,
@@ -171,6 +171,16 @@ class CompareConfig:
                 "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
                 "hold_out": self.hold_out, "metric": self.metric}
+
+
+def chosen_by(methods: list[str], objective: str, batch_shape: str) -> list[str]:
+    """``methods`` with each quantization left to choose its backend choosing it by ``objective``: latency (as they
+    are) or throughput in batches of ``batch_shape`` (:func:`compress.registry.pipeline.for_throughput`)."""
+    if objective not in ("latency", "throughput"):
+        raise CompressError(f"--choose-by must be latency or throughput, got {objective!r}.")
+    if objective == "latency":
+        return list(methods)
+    return [str(for_throughput(parse(text), batch_shape)) for text in methods]
 
 
 @dataclass(frozen=True)
@@ -605,6 +615,7 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         explanation=sentences[0] if len(sentences) == 1 else
         " ".join(f"{label}: {sentence}" for label, sentence in zip(labels, sentences)),
         note=record.details.warning if record.details else None,
+        runtime_note=record.details.runtime_note if record.details else None,
         sections=_sections(step, first),
         accuracy_interval=accuracy, retention_interval=retention, speedup_iqr=[q1, q3], per_seed=per_seed,
     )

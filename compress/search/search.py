@@ -59,6 +59,7 @@ from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.registry import Context, StudentMethod
+from compress.registry.pipeline import for_throughput, parse
 from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, plan_runs
 from compress.runs.compare import _run_config as run_config
 from compress.runs.distillation import check_student
@@ -173,6 +174,8 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     teacher_shape = teacher_config(config.teacher)
     check_seq_len(config.seq_len, teacher_shape.max_positions)
     space = search_space(config, teacher_shape)
+    if config.minimize == "throughput" and config.against:   # the reference runs as fast as the candidates can
+        config = replace(config, against=str(for_throughput(parse(config.against), config.batch_shape)))
     compare_config = _compare_config(config, [config.against] if config.against else [])
     if config.against:
         plan_runs([config.against])   # a reference that is not a pipeline fails here
@@ -192,6 +195,8 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     threads = config.threads or default_threads()
     context = Context(data=data, task=task, tokenizer=tokenizer)
     found = candidates(space, teacher_shape.replace(num_labels=task.num_labels), context)
+    if config.minimize == "throughput":   # each runs on the runtime fastest in the batches it is searched for
+        found = [replace(c, pipeline=for_throughput(c.pipeline, config.batch_shape)) for c in found]
     if not found:
         raise CompressError("the space holds no candidate (no method, or no pipeline its steps allow).")
     for planned in plan_runs(sorted({str(c.pipeline.steps[0]) for c in found})):   # every student's own checks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compress.bench.measurement import Speed
+from compress.bench.measurement import Speed, batch_phrase
 from compress.quantize.formats import MatrixBits
 from compress.registry import Details
 
@@ -72,3 +72,29 @@ class QuantDetails(Details):
     @property
     def warning(self) -> str | None:
         return self.note
+
+    @property
+    def runtime_note(self) -> str | None:
+        """Where, among the backends that kept the accuracy asked for, one was the fastest at batch 1 and another
+        in large batches when the run was made: that every speed of the model is measured on the one kept, and
+        what the other would have given."""
+        kept = [b for b in self.measured if self.fp32_dev_accuracy is None or b not in self.dev_accuracy
+                or self.dev_accuracy[b] >= (self.min_retention or 0) * self.fp32_dev_accuracy]
+        if len(kept) < 2 or self.backend not in kept:
+            return None
+        by_latency = min(kept, key=lambda b: self.measured[b]["latency_ms_p50"])
+        by_throughput = max(kept, key=lambda b: self.measured[b]["throughput"])
+        if by_latency == by_throughput or self.backend not in (by_latency, by_throughput):
+            return None
+        chosen = self.measured[self.backend]
+        at = batch_phrase(chosen.get("batch_shape", "filled"), chosen["config"]["batch_size"], chosen["seq_len"],
+                          chosen.get("padding"))
+        fastest = {"latency": "batch 1", "throughput": at}
+        mine, objective = ("latency", "throughput") if self.backend == by_latency else ("throughput", "latency")
+        other = by_throughput if objective == "throughput" else by_latency
+        theirs = self.measured[other]
+        return (f"timed on {self.backend}, the fastest at {fastest[mine]} when the run was made; {other} was the "
+                f"fastest at {fastest[objective]} ({theirs['latency_ms_p50']:.2f} ms against "
+                f"{chosen['latency_ms_p50']:.2f} at batch 1, {theirs['throughput']:.0f} examples/s against "
+                f"{chosen['throughput']:.0f} at batch {chosen['config']['batch_size']}): choose_by={objective} "
+                "runs on it")

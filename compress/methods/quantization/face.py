@@ -34,7 +34,11 @@ class QuantOptions:
                 "least this share of the fp32 model's (0 to 1)."})
     choose_by: str = field(default="latency", metadata={
         "help": "With --backend auto, what fastest means: latency (batch 1, a service answering one request at a "
-                "time) or throughput (batch 32, scoring many sentences at once)."})
+                "time) or throughput (batch 32, scoring many sentences at once, shaped as --batch-shape says)."})
+    batch_shape: str = field(default="filled", metadata={
+        "help": "With --choose-by throughput, how the batches of 32 are shaped: filled (every row the timing "
+                "length), real (test sentences at their own lengths), padded (to the longest) or bucketed (by "
+                "length): the shape a server batches in.", "added_later": True})
 
 
 @dataclass
@@ -216,6 +220,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
     def check(config: Any, options: QuantOptions) -> None:
         """Every check that needs no data, so a pipeline fails before its first step trains."""
+        from compress.bench.batch_shapes import check_batch_shape
         from compress.methods.quantization.verb import usable_backends
 
         if config.epochs or config.lr or config.layer_map or config.patience:
@@ -226,6 +231,10 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
         usable_backends(fmt, options.backend, getattr(config, "speed_device", "cpu"))
         if options.choose_by not in ("latency", "throughput"):
             raise CompressError(f"--choose-by must be latency or throughput, got {options.choose_by!r}.")
+        check_batch_shape(options.batch_shape)
+        if options.batch_shape != "filled" and options.choose_by != "throughput":
+            raise CompressError(f"--batch-shape {options.batch_shape} shapes the batches --choose-by throughput "
+                                "times; with --choose-by latency a backend is chosen at batch 1.")
         if not 0 < options.min_retention <= 1:
             raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
                                 f"got {options.min_retention}.")
@@ -257,6 +266,14 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         return built(model, resolved(options), context, with_options(fmt, options))
 
+    def for_throughput(values: dict[str, Any], batch_shape: str) -> dict[str, Any]:
+        """A step left to choose its backend (auto) chooses by throughput at ``batch_shape``; one whose backend is
+        named, or that has one backend (or trains for one), runs as it is."""
+        options = method.make_options(values)
+        if aware or len(backends) < 2 or options.backend != "auto" or "choose_by" in values:
+            return values
+        return values | {"choose_by": "throughput"} | ({"batch_shape": batch_shape} if batch_shape != "filled" else {})
+
     def size(options: QuantOptions, shape: EncoderConfig) -> int:
         from compress.methods.quantization.verb import usable_backends
         from compress.quantize.sizes import stored_bytes
@@ -268,15 +285,17 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
     def explain_this(teacher: str, tc: EncoderConfig, seq_len: int, options: Any = None) -> Explanation:
         return explain(fmt, teacher, tc, seq_len, resolved(options or defaults))
 
-    return register(Quantization(
+    method = register(Quantization(
         name=name, rank=rank, family="quantization", label=label, summary=summary, options=options,
         why=why, explain=explain_this, topic="quantize", in_compare=in_compare, searched_for=searched_for,
         format=fmt, takes="fp32",
         gives="quantized", follows_students=follows_students, seeded=calibrated or aware, run_kind="quantization",
         details=QuantDetails, summary_lines=summary_lines, report_lines=report_lines, check=check, apply=apply,
-        probe=probe, size=size, recovery=recovery if aware else None, check_input=check_input if aware else None,
+        probe=probe, size=size, for_throughput=for_throughput, recovery=recovery if aware else None,
+        check_input=check_input if aware else None,
         revision=revision,
     ))
+    return method
 
 
 

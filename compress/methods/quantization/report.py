@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from compress.bench.measurement import Speed, batch_phrase
 from compress.methods.quantization.details import QuantDetails
 
 if TYPE_CHECKING:
@@ -26,6 +27,13 @@ def _runtime(q: QuantDetails, backend: str) -> str:
     """The backend, with the precision it computed in where it says (OpenVINO)."""
     precision = q.inference_precision.get(backend)
     return f"{backend}, computing in {precision}" if precision else backend
+
+
+def _large_batch(speed: Speed) -> str:
+    """The large batches' size, and their shape where the measurement says it (runs made before shapes do not)."""
+    if "batch_shape" not in speed:
+        return f"batch {speed['config']['batch_size']}"
+    return batch_phrase(speed["batch_shape"], speed["config"]["batch_size"], speed["seq_len"], speed.get("padding"))
 
 
 def summary_lines(record: RunRecord) -> list[str]:
@@ -75,7 +83,7 @@ def report_lines(record: RunRecord) -> list[str]:
         "",
         f"Speed at sequence length {base['seq_len']}, {base['threads']} threads (median of "
         f"{base['config']['repeats']} calls at batch 1, {base['config']['batch_repeats']} at "
-        f"batch {base['config']['batch_size']}):",
+        f"{_large_batch(base)}):",
         "",
         "| model | latency p50 (ms) | speed-up | throughput (examples/s) | speed-up |"
         + (f" dev {score} |" if scored else ""),
@@ -89,6 +97,8 @@ def report_lines(record: RunRecord) -> list[str]:
         lines.append(_row(name, *cells, *([f"{dev[key]:.2%}"] if scored else [])))
     if q.note:
         lines += ["", f"Note: {q.note}"]
+    if q.runtime_note:
+        lines += ["", f"{q.runtime_note[0].upper()}{q.runtime_note[1:]}."]
     aware = [f"Quantization-aware: {aware_lines(q)[0]}.", ""] if q.aware else []
     return lines + bits_lines(q) + ["", *aware, f"Quantized model saved in `model/` ({record.student.layout})."]
 

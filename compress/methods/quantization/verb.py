@@ -14,6 +14,7 @@ import numpy as np
 
 from compress.bench.inputs import INPUT_NAMES, speed_seq_len
 from compress.bench.machine import cpu_features, cpu_model, torch_cpu_capability
+from compress.bench.measurement import Speed, batch_phrase
 from compress.bench.speed import SpeedConfig, measure_all, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask
@@ -89,7 +90,8 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
         raise CompressError(f"{fmt.name} needs the task's data to time and score the model (Context.data).")
     workdir = context.workdir or Path(tempfile.mkdtemp(prefix=f"compress-{fmt.name}-"))
     features = cpu_features()
-    speed = SpeedConfig(threads=context.threads or default_threads(), device=context.speed_device)
+    speed = SpeedConfig(threads=context.threads or default_threads(), device=context.speed_device,
+                        batch_shape=options.batch_shape)
     seq_len = speed_seq_len(data)
 
     def batches(split: str, size: int):
@@ -139,7 +141,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
     bits = [MatrixBits(**m) for m in read_manifest(workdir / f"model-{chosen}").get("bits", [])] or None
     details = QuantDetails(
         backend=chosen, dtype=fmt.dtype,
-        chosen_by=_chosen_by(options, chosen, skipped, dev, fp32_dev, speed.batch_size),
+        chosen_by=_chosen_by(options, chosen, skipped, dev, fp32_dev, measured[chosen]),
         measured=measured, skipped=skipped, fp32_speed=fp32_speed,
         cpu=CpuRecord(cpu_model(), features, torch_cpu_capability()),
         max_abs_logit_diff=float(np.abs(logits - fp32_logits).max()),
@@ -201,8 +203,9 @@ def choose(times: dict[str, float], dev: dict[str, float], fp32_dev: float | Non
 
 
 def _chosen_by(options: QuantOptions, chosen: str, skipped: dict[str, str], dev: dict[str, float],
-               fp32_dev: float | None, batch_size: int) -> str:
-    """Why ``chosen`` was kept; ``fp32_dev`` is None when nothing was scored (one backend to build)."""
+               fp32_dev: float | None, speed: Speed) -> str:
+    """Why ``chosen`` was kept (``speed``: its measurement, which says how its large batches were shaped);
+    ``fp32_dev`` is None when nothing was scored (one backend to build)."""
     if options.backend != "auto":
         return f"asked for with --backend {options.backend}"
     why = "".join(f"; {b} left out: {reason}" for b, reason in skipped.items())
@@ -212,5 +215,6 @@ def _chosen_by(options: QuantOptions, chosen: str, skipped: dict[str, str], dev:
     share = f"{options.min_retention:.0%} of fp32's dev accuracy ({scores})"
     if dev[chosen] < options.min_retention * fp32_dev:  # choose() fell back to the most accurate
         return f"the most accurate on dev: none kept {share}" + why
-    at = 1 if options.choose_by == "latency" else batch_size
-    return f"the fastest at batch {at} of those keeping {share}" + why
+    at = "batch 1" if options.choose_by == "latency" else \
+        batch_phrase(options.batch_shape, speed["config"]["batch_size"], speed["seq_len"], speed.get("padding"))
+    return f"the fastest at {at} of those keeping {share}" + why
