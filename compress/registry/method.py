@@ -126,6 +126,13 @@ class Method:
         """The options dataclass from ``values`` (see :meth:`option_values`)."""
         return self.options(**self.option_values(values))
 
+    def as_recorded(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Every option of ``values`` (a run's resolved options) but those added after runs were recorded (metadata
+        ``added_later``) at their default: how those runs ran, so their records and store keys still match."""
+        known = option_fields(self.options)
+        return {k: v for k, v in values.items()
+                if not (k in known and known[k].metadata.get("added_later") and v == default_of(known[k]))}
+
 
 @dataclass(frozen=True, kw_only=True)
 class StudentMethod(Method):

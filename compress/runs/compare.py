@@ -308,7 +308,7 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
     method = get_method(config.method)
     if "options" in full:  # every option as the run resolved it: a default changed since then means run again
         options = method.make_options(config.options)
-        same = same and full["options"] == _as_recorded(asdict(options))
+        same = same and method.as_recorded(full["options"]) == _as_recorded(method.as_recorded(asdict(options)))
         if "recipe" in full and isinstance(method, StudentMethod):  # and so does a recipe's (its epochs, its lr)
             followed = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
             same = same and full["recipe"] == _as_recorded(followed.to_dict())

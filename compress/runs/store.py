@@ -29,8 +29,7 @@ from typing import Any
 from compress.cache import cached, verify
 from compress.ownership import mark_run
 from compress.paths import atomic_dir, cache_dir
-from compress.registry import Method, StudentMethod, get_method
-from compress.registry.method import default_of, option_fields
+from compress.registry import StudentMethod, get_method
 from compress.reports.records import RunRecord
 from compress.runs.config import RunConfig, result_settings
 
@@ -45,14 +44,6 @@ def _recorded(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _keyed(method: Method, options: Any) -> dict[str, Any]:
-    """The options as the key holds them: one added after runs were stored (field metadata ``added_later``) is left
-    out at its default, which is how the runs made before it ran, so their keys still hold."""
-    fields = option_fields(method.options)
-    return {k: v for k, v in asdict(options).items()
-            if not (fields[k].metadata.get("added_later") and v == default_of(fields[k]))}
-
-
 def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str) -> str:
     """The store's key of the run ``config`` asks for on the split ``split_fingerprint``, transforming ``parent``'s
     model (None: the teacher's)."""
@@ -60,7 +51,8 @@ def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str)
     options = method.make_options(config.options)
     settings = {k: v for k, v in result_settings(asdict(config)).items() if k != "target"}
     # A bar (stop_below) may cut a run short: such a run is another run than one trained to the end.
-    material: dict[str, Any] = {"version": STORE_VERSION, "settings": settings, "options": _keyed(method, options),
+    material: dict[str, Any] = {"version": STORE_VERSION, "settings": settings,
+                                "options": method.as_recorded(asdict(options)),
                                 "split": split_fingerprint, "from": parent.predictions if parent else "teacher",
                                 "bar": config.stop_below}
     if method.revision > 1:   # absent at 1, so that the keys made before revisions existed still hold
