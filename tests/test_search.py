@@ -163,12 +163,16 @@ def test_a_throughput_search_runs_each_candidate_on_the_runtime_fastest_in_its_b
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
     config = SearchConfig(methods=["int8"], minimize="throughput", batch_shape="bucketed", teacher=str(tiny["teacher"]),
-                          dataset=str(tiny["csv"]), seeds=[13], against="int8", finalists=1, threads=1, repeats=5,
+                          dataset=str(tiny["csv"]), seeds=[13], against="onnx", finalists=1, threads=1, repeats=5,
                           batch_size=8, out=str(tmp_path / "s"),
                           teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)))
-    _, record = search(config, show_progress=False)
+    out, record = search(config, show_progress=False)
     assert [c.text for c in record.candidates] == ["int8[choose_by=throughput,batch_shape=bucketed]"]
-    assert record.status == "complete" and record.chosen == record.against == record.candidates[0].text
+    assert record.status == "complete" and record.chosen == record.candidates[0].text
+    assert record.against == "onnx[choose_by=throughput,batch_shape=bucketed]"
+    # against the reference, in what it was chosen for: each pass's large batches, and at batch 1
+    low, high = record.differences[f"throughput of {record.chosen} over {record.against}, passes"][1:]
+    assert 0 < low <= high and f"x its throughput (passes {low:.2f}-{high:.2f}x)" in (out / "search.md").read_text()
     details = json.loads((Path(record.chosen_run) / "metrics.json").read_text())["details"]
     assert {m["batch_shape"] for m in details["measured"].values()} == {"bucketed"} and len(details["measured"]) > 1
     assert "the fastest at batch 32, test sentences bucketed by length" in details["chosen_by"]

@@ -348,6 +348,7 @@ class ComparedMeasures:
     peak_memory_bytes: int
     accuracy_interval: IntervalRecord | None = None   # over the test sentences (and a method's seeds)
     latency_passes_ms: list[list[float]] = field(default_factory=list)   # batch-1 latency, each pass's rounds
+    batch_passes_ms: list[float] = field(default_factory=list)   # the large batch's median milliseconds, each pass
     scores: dict[str, float] = field(default_factory=dict)   # the metric and those shown beside it (F1 and
                                                             # accuracy, Pearson and Spearman), seeds averaged
     score_intervals: dict[str, IntervalRecord] = field(default_factory=dict)   # each of scores', as accuracy_interval

@@ -572,7 +572,8 @@ def _timings(timing: PassTimings, config: SpeedConfig) -> dict[str, Any]:
     of its timed calls), the rounds themselves, throughput at the large batch (its passes' median) and peak memory."""
     return {"latency_ms_p50": timing.latency_ms_p50, "latency_ms_p90": float(np.percentile(timing.calls_ms, 90)),
             "throughput": config.batch_size / (float(np.median(timing.batch_ms)) / 1000),
-            "peak_memory_bytes": timing.peak_memory_bytes, "latency_passes_ms": timing.rounds_ms}
+            "peak_memory_bytes": timing.peak_memory_bytes, "latency_passes_ms": timing.rounds_ms,
+            "batch_passes_ms": timing.batch_ms}
 
 
 def _label(step: PlannedRun) -> str:

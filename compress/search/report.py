@@ -82,6 +82,8 @@ def verdict_lines(record: SearchRecord) -> list[str]:
         rounds = record.differences.get(f"speed-up of {record.chosen} over {reference.text}")   # before passes
         paired = {f"{record.chosen} - {reference.text}", f"{reference.text} - {record.chosen}"}
         parts = []
+        if batches := record.differences.get(f"throughput of {record.chosen} over {reference.text}, passes"):
+            parts.append(f"{batches[0]:.2f}x its throughput (passes {batches[1]:.2f}-{batches[2]:.2f}x)")
         if speed:
             parts.append(f"{speed[0]:.2f}x as fast at batch 1 (passes {speed[1]:.2f}-{speed[2]:.2f}x)")
         elif rounds:
