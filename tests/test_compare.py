@@ -321,7 +321,7 @@ def test_a_run_made_with_other_option_defaults_is_trained_again(compared):
     recipe["stages"][0]["epochs"] += 1
     distilled.write_text(json.dumps(json.loads(distilled.read_text()) | {"recipe": recipe}))
     quantized = run_dir_of(compared["out"], "int8", 13) / "config.json"
-    defaults = {"backend": "auto", "min_retention": 0.99, "choose_by": "latency"}
+    defaults = {"backend": "auto", "min_retention": 0.99, "choose_by": "latency", "batch_shape": "filled"}
     assert json.loads(quantized.read_text())["options"] == defaults
     quantized.write_text(json.dumps(json.loads(quantized.read_text()) | {"options": {**defaults, "backend": "torch"}}))
     done = run_cli(*compared["args"], "--methods", "albert,distilbert,int8", env=compared["env"])
