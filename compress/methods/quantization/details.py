@@ -9,6 +9,11 @@ from compress.quantize.formats import MatrixBits
 from compress.registry import Details
 
 
+def keeping(backends: list[str], dev: dict[str, float], fp32_dev: float | None, min_retention: float) -> list[str]:
+    """The backends whose dev accuracy is at least ``min_retention`` of fp32's (all where nothing was scored)."""
+    return [b for b in backends if fp32_dev is None or b not in dev or dev[b] >= min_retention * fp32_dev]
+
+
 @dataclass
 class CpuRecord:
     model: str = ""
@@ -78,8 +83,7 @@ class QuantDetails(Details):
         """Where, among the backends that kept the accuracy asked for, one was the fastest at batch 1 and another
         in large batches when the run was made: that every speed of the model is measured on the one kept, and
         what the other would have given."""
-        kept = [b for b in self.measured if self.fp32_dev_accuracy is None or b not in self.dev_accuracy
-                or self.dev_accuracy[b] >= (self.min_retention or 0) * self.fp32_dev_accuracy]
+        kept = keeping(list(self.measured), self.dev_accuracy, self.fp32_dev_accuracy, self.min_retention or 0)
         if len(kept) < 2 or self.backend not in kept:
             return None
         by_latency = min(kept, key=lambda b: self.measured[b]["latency_ms_p50"])

@@ -19,7 +19,7 @@ from compress.bench.speed import SpeedConfig, measure_all, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
-from compress.methods.quantization.details import CpuRecord, QuantDetails
+from compress.methods.quantization.details import CpuRecord, QuantDetails, keeping
 from compress.methods.quantization.face import QuantOptions
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
@@ -198,7 +198,7 @@ def probe(model: Encoder, options: QuantOptions, context: Context,
 def choose(times: dict[str, float], dev: dict[str, float], fp32_dev: float | None, min_retention: float) -> str:
     """The backend of least time (a batch's milliseconds) among those whose ``dev`` accuracy is at least
     ``min_retention`` of fp32's (all of them when nothing was scored); the most accurate on dev when none is."""
-    kept = [b for b in times if fp32_dev is None or dev[b] >= min_retention * fp32_dev]
+    kept = keeping(list(times), dev, fp32_dev, min_retention)
     return min(kept, key=times.__getitem__) if kept else max(dev, key=dev.__getitem__)
 
 
