@@ -133,3 +133,21 @@ def test_like_reads_a_record_made_before_comparisons_kept_their_settings(declare
     no_command.write_text(json.dumps(old | {"command": None}))
     refused = run_cli("compare", "--like", str(no_command), env=env)
     assert refused.returncode != 0 and "cannot be made again" in refused.stderr
+
+
+def test_a_file_chooses_backends_by_throughput_at_its_batch_shape(declared_comparison, tmp_path):
+    """`choose_by` in a file does what --choose-by does: each quantization left to choose its backend is named for
+    the objective and the file's batch shape; a value it does not know is refused before any work."""
+    root, env = declared_comparison["root"], declared_comparison["env"]
+    config = tmp_path / "throughput.toml"
+    config.write_text(f'teacher = "{declared_comparison["teacher"]}"\ndataset = "{declared_comparison["csv"]}"\n'
+                      'methods = ["int8"]\nchoose_by = "throughput"\nbatch_shape = "padded"\n')
+    done = run_cli("compare", "--config", str(config), "--out", str(root / "by-throughput"), *FAST, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout)
+    assert [m["method"] for m in made["methods"]] == ["int8[choose_by=throughput,batch_shape=padded]"]
+    assert made["methods"][0]["backend"] in ("onnxruntime", "openvino", "torch")
+    config.write_text(config.read_text().replace('"throughput"', '"speed"'))
+    refused = run_cli("compare", "--config", str(config), "--out", str(root / "refused"), env=env)
+    assert refused.returncode != 0 and "--choose-by must be latency or throughput, got 'speed'" in refused.stderr
+    assert not (root / "refused").exists()

@@ -106,10 +106,6 @@ def compare(
     from compress.runs.compare import compare as run_compare
 
     config = _compare_config(ctx, config_file, like, ignore_versions)
-    if choose_by != "latency":
-        from compress.runs.compare import chosen_by
-
-        config.methods = chosen_by(config.methods, choose_by, config.batch_shape)
     say = (lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     from compress.runs.across_tasks import compare_tasks, datasets_of
 
@@ -138,7 +134,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     options given on this command line, each over the one before; defaults where none says."""
     from compress.errors import CompressError
     from compress.registry.pipeline import split_list
-    from compress.runs.compare import CompareConfig, checked_seeds, parse_seeds
+    from compress.runs.compare import CompareConfig, checked_seeds, chosen_by, parse_seeds
     from compress.runs.declared import SETTINGS, read_declared
     from compress.runs.executors import Executor
     from compress.train_config import DEFAULT_SEED
@@ -174,6 +170,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         if s["seed"] is not None:
             raise CompressError("give --seed (one seed) or --seeds (several), not both.")
         config.seeds = checked_seeds(list(s["seeds"])) if isinstance(s["seeds"], list) else parse_seeds(str(s["seeds"]))
+    config.methods = chosen_by(config.methods, s["choose_by"], config.batch_shape)
     return config
 
 

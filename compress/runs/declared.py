@@ -37,7 +37,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "teacher": (str,), "dataset": (str, list), "text_column": (str,), "text_pair_column": (str,),
     "label_column": (str,), "task": (str,), "dedupe": (bool,), "methods": (list, str), "out": (str,),
     "epochs": (int,), "batch_size": (int,), "seed": (int,), "seeds": (list, int, str), "threads": (int,),
-    "seq_len": (int,), "repeats": (int,), "batch_shape": (str,), "teacher_epochs": (int,),
+    "seq_len": (int,), "repeats": (int,), "batch_shape": (str,), "choose_by": (str,), "teacher_epochs": (int,),
     "teacher_lr": (float, int), "teacher_batch_size": (int,), "teacher_layer_decay": (float, int), "device": (str,),
     "speed_device": (str,),
     "hold_out": (int,), "precision": (str,), "metric": (str,), "executor": (str,), "address": (str,),
