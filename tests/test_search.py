@@ -95,6 +95,33 @@ def test_candidates_follow_the_pipeline_rules():
     assert pruned.shape.num_layers == 3 and pruned.shape.heads == (1,) * 3
 
 
+def test_each_step_is_timed_at_the_shape_it_is_given_after_a_vocabulary_pruned_for_the_task(tiny):
+    """A step after prune-vocab trains the vocabulary the task keeps, as a run does: the search's training estimate
+    times it at the shapes the space found (it once timed it at the teacher's vocabulary, a step in the middle of a
+    pipeline at one shape and the same step last at another)."""
+    from compress.data.batching import tokenize_task
+    from compress.search.probe import _time_steps, training_stage
+    from compress.search.walk import trained_steps
+    from compress.teachers.registry import load_tokenizer, teacher_config
+
+    teacher = teacher_config(str(tiny["teacher"])).replace(num_labels=2)
+    task = load_task(str(tiny["csv"]))
+    context = Context(task=task, tokenizer=load_tokenizer(str(tiny["teacher"])))
+    found = {c.text: c for c in candidates(declared(teacher, ["prune-vocab", "lowrank", "int8"]), teacher, context)}
+    middle, last = found["prune-vocab+lowrank+int8"], found["prune-vocab+lowrank"]
+    kept = last.shape.vocab_size
+    assert kept < teacher.vocab_size and middle.shape.vocab_size == kept
+    given = {text: [(m.name, g.vocab_size, made.vocab_size) for m, _, g, made in trained_steps(c, teacher)]
+             for text, c in (("middle", middle), ("last", last))}
+    assert given["middle"] == [("prune-vocab", teacher.vocab_size, kept), ("lowrank", kept, kept), ("int8", kept, kept)]
+    assert given["last"] == given["middle"][:2]
+    assert middle.prefix(2).shape == last.shape and middle.prefix(2) == last and middle.prefix(1).shape.vocab_size == kept
+    # and its steps are timed there: the task's token ids (of the teacher's tokenizer) read by the smaller vocabulary
+    method, options, given_shape, made = trained_steps(middle, teacher)[1]
+    data = tokenize_task(task, context.tokenizer, max_length=32)
+    assert _time_steps(made, given_shape, training_stage(method, options, given_shape), data, "fp32", 8, 1, steps=1) > 0
+
+
 def test_a_size_search_looks_through_int4_and_its_group_sizes_by_default_and_a_speed_search_does_not():
     teacher = tiny_config(num_layers=6, num_labels=2)
     size, latency = declared(teacher, objective="size"), declared(teacher, objective="latency")

@@ -127,14 +127,22 @@ def narrowed(space: Space, names: list[str]) -> Space:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One pipeline of the space and the shape of the model it gives (an estimate where data decide it)."""
+    """One pipeline of the space and the shape of the model it gives (an estimate where data decide it); where it was
+    found in a space, ``shapes`` holds the shape its first step is given, then the shape after each step (the last
+    one ``shape``), as the search's context made them (a pruned vocabulary's size is the task's)."""
 
     pipeline: Pipeline
     shape: EncoderConfig = field(compare=False)
+    shapes: tuple[EncoderConfig, ...] = field(default=(), compare=False)
 
     @property
     def text(self) -> str:
         return str(self.pipeline)
+
+    def prefix(self, steps: int) -> Candidate:
+        """The candidate of this one's first ``steps`` steps (its shape this one's where no shapes are known)."""
+        shapes = self.shapes[:steps + 1]
+        return Candidate(Pipeline(self.pipeline.steps[:steps]), shapes[-1] if shapes else self.shape, shapes)
 
     @property
     def trains(self) -> bool:
@@ -173,9 +181,10 @@ def candidates(space: Space, teacher: EncoderConfig, context: Context) -> list[C
             shapes[key] = method.shape(options, shape, context) if method.shape is not None else shape
         return shapes[key]
 
-    def extend(steps: list[Step], shape: EncoderConfig, start: int) -> None:
+    def extend(steps: list[Step], shapes: tuple[EncoderConfig, ...], start: int) -> None:
+        shape = shapes[-1]
         if steps:
-            found.append(Candidate(Pipeline(tuple(steps)), shape))
+            found.append(Candidate(Pipeline(tuple(steps)), shape, shapes))
         for index in range(start, len(transforms)):
             method = transforms[index]
             for combo in _combinations(method, space.values[method.name]):
@@ -185,16 +194,16 @@ def candidates(space: Space, teacher: EncoderConfig, context: Context) -> list[C
                     after = shape_after(method, step, shape)
                 except (CompressError, ValueError):
                     continue   # a step that may not follow this one, or cannot take its shape
-                extend([*steps, step], after, index + 1)
+                extend([*steps, step], (*shapes, after), index + 1)
 
-    extend([], teacher, 0)
+    extend([], (teacher,), 0)
     for student in (m for m in methods if isinstance(m, StudentMethod)):
         for combo in _combinations(student, space.values[student.name]):
             try:
                 shape = student.student_config(teacher, student.make_options(combo))
             except (CompressError, ValueError):
                 continue
-            extend([Step(student.name, combo)], shape, 0)
+            extend([Step(student.name, combo)], (teacher, shape), 0)
     return found
 
 

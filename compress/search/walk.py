@@ -109,11 +109,15 @@ class Clock:
 
 
 def trained_steps(candidate: Candidate, teacher: EncoderConfig) -> list[tuple[Any, Any, EncoderConfig, EncoderConfig]]:
-    """(method, options, the shape it is given, the shape it gives) of every step of ``candidate``."""
+    """(method, options, the shape it is given, the shape it gives) of every step of ``candidate``: the shapes the
+    space found it with, else each made here (a step whose shape the data decide keeps its input's, the last step
+    the candidate's shape)."""
     shape, steps = teacher, []
     for index, (step, method) in enumerate(zip(candidate.pipeline.steps, candidate.methods)):
         options = method.make_options(step.options)
-        if index == len(candidate.methods) - 1:
+        if candidate.shapes:
+            shape, after = candidate.shapes[index], candidate.shapes[index + 1]
+        elif index == len(candidate.methods) - 1:
             after = candidate.shape
         elif isinstance(method, StudentMethod):
             after = method.student_config(teacher, options)
@@ -148,8 +152,7 @@ def least_training(found: list[Candidate], teacher: EncoderConfig, probes: Probe
                    examples: int) -> tuple[float, str] | None:
     """The estimated seconds and the text of the cheapest first step that trains, over every candidate (what one
     full training costs at least); None when nothing trains."""
-    firsts = {str(c.pipeline.steps[0]): Candidate(Pipeline(c.pipeline.steps[:1]), trained_steps(c, teacher)[0][3])
-              for c in found}
+    firsts = {str(c.pipeline.steps[0]): c.prefix(1) for c in found}
     costs = [(step_estimates(first, teacher, probes, precision, batch_size, examples)[0] * EVAL_SHARE, first.text)
              for first in firsts.values()]
     costs = [cost for cost in costs if cost[0] > 0]
@@ -588,8 +591,7 @@ class Walk:
                 state.record.reason = f"{name} stopped: {said[-1]}" if said else \
                     f"{name} kept {screen.retention:.1%} of the teacher's selection {self.metric.title} " \
                     f"({screen.low:.1%} to {screen.high:.1%}), below {self.config.min_retention:.0%}"
-                self.failed.append(Candidate(Pipeline(tuple(state.candidate.pipeline.steps[:len(step.planned.steps)])),
-                                             state.candidate.shape))
+                self.failed.append(state.candidate.prefix(len(step.planned.steps)))
                 break
         else:
             state.record.fidelity, state.record.status = "full", "kept"
