@@ -253,7 +253,7 @@ def evaluate(model: Encoder, batches: Iterable[Batch], device: torch.device, col
     return metrics_of(*predict(model, batches, device, collective))
 
 
-def _optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, extra: list[nn.Parameter], config: TrainConfig) -> torch.optim.AdamW:
     """AdamW without weight decay on biases and LayerNorms, and with layer-wise lr decay when asked."""
     groups: dict[tuple[float, float], list[nn.Parameter]] = {}
     scales = _layer_lr_scales(model, config.layer_decay)
@@ -364,7 +364,7 @@ def train_stage(
         precision, step_ms = config.precision, None
     steps_per_epoch = len(train_batches(0))  # type: ignore[arg-type]
     total = steps_per_epoch * config.epochs
-    optimizer = _optimizer(model, extra, config)
+    optimizer = make_optimizer(model, extra, config)
     parameters = [p for g in optimizer.param_groups for p in g["params"]]
     same_start(parameters)
     scheduler = _schedule(optimizer, total, config.warmup_ratio)

@@ -80,10 +80,10 @@ def test_layer_wise_lr_decay_gives_each_depth_its_rate():
 
     from compress.errors import CompressError
     from compress.models.encoder import Encoder
-    from compress.training import _optimizer
+    from compress.training import make_optimizer
 
     model = Encoder(tiny_config())
-    optimizer = _optimizer(model, [], TrainConfig(lr=1.0, weight_decay=0.1, layer_decay=0.5))
+    optimizer = make_optimizer(model, [], TrainConfig(lr=1.0, weight_decay=0.1, layer_decay=0.5))
     rate = {id(p): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups for p in g["params"]}
     expected = {"classifier.weight": (1.0, 0.1), "pooler.bias": (1.0, 0.0), "ffn.3.output.weight": (0.5, 0.1),
                 "attention.3.layer_norm.weight": (0.5, 0.0), "attention.2.query.weight": (0.25, 0.1),
@@ -93,8 +93,8 @@ def test_layer_wise_lr_decay_gives_each_depth_its_rate():
     assert len(rate) == len(named)  # every parameter is trained, once
 
     with pytest.raises(CompressError, match="shares them across layers"):
-        _optimizer(Encoder(tiny_config(sharing="all")), [], TrainConfig(layer_decay=0.8))
-    assert {g["lr"] for g in _optimizer(model, [], TrainConfig(lr=2e-5)).param_groups} == {2e-5}  # no decay: one rate
+        make_optimizer(Encoder(tiny_config(sharing="all")), [], TrainConfig(layer_decay=0.8))
+    assert {g["lr"] for g in make_optimizer(model, [], TrainConfig(lr=2e-5)).param_groups} == {2e-5}  # no decay: one rate
     with pytest.raises(ValueError, match="layer_decay"):
         TrainConfig(layer_decay=0.0)
 
