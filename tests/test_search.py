@@ -560,6 +560,63 @@ def test_a_reused_probe_is_charged_once_at_what_it_cost_and_a_measured_one_not_a
     assert later.take_charged() == {"speed probes": 0.0, "step timing": 0.0}     # on its clock as it ran
 
 
+def test_a_training_step_between_two_timed_of_its_kind_is_interpolated_in_flops_not_timed(tmp_path, monkeypatch):
+    """A search estimates many shapes' training it never trains (a candidate that does not fit what is left): each
+    was timed (a 45-minute throughput search spent 18 of its minutes so). A step whose FLOPs lie between two steps of
+    its kind this search timed is read off the line between them, at no cost; outside them, or of another kind, it
+    is timed. Run again on the same cache, a search is served the same values at the same cost."""
+    from types import SimpleNamespace
+
+    from compress.distill.layer_maps import LayerMap
+    from compress.distill.recipe import LossTerm, Recipe, Stage
+    from compress.models.accounting import flops_per_sequence
+    from compress.search import probe
+    from compress.search.probe import Probes, StepPoint, interpolate
+
+    assert interpolate(StepPoint("k", 15.0), [(10.0, 1.0), (20.0, 3.0), (40.0, 9.0)]) == 2.0
+    assert interpolate(StepPoint("k", 20.0), [(10.0, 1.0), (20.0, 3.0)]) == 3.0
+    assert interpolate(StepPoint("k", 50.0), [(10.0, 1.0), (20.0, 3.0)]) is None
+    assert interpolate(StepPoint("k", 5.0), [(10.0, 1.0)]) is None
+
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    timed = []
+
+    def line(shape) -> float:   # seconds on a line in FLOPs, with an intercept: what an interpolation reads off
+        return flops_per_sequence(shape, 16) / 1e6 + 0.5
+
+    def fake_time_steps(student, teacher, stage, data, precision, batch_size, threads):
+        timed.append((student.ffn_size, precision))
+        return line(student)
+    monkeypatch.setattr(probe, "_time_steps", fake_time_steps)
+    teacher = tiny_config(num_layers=2, num_labels=2)
+    stage = Stage("distil", [LossTerm("hard_ce")])
+    recipe = (stage, Recipe("student", [stage], LayerMap("uniform")))
+    small, middle, large, larger = (teacher.replace(ffn_size=f) for f in (32, 96, 128, 256))
+
+    def served(probes: Probes, shape, precision: str = "fp32") -> float:
+        return probes.step_seconds_of(shape, teacher, recipe, precision, 8)
+
+    data = SimpleNamespace(cache_key="mr-tokens")
+    first = Probes(data, 16, 2, 30)
+    first.writable = True
+    assert served(first, small) > 0 and served(first, large) > 0 and timed == [(32, "fp32"), (128, "fp32")]
+    between = served(first, middle)
+    assert timed == [(32, "fp32"), (128, "fp32")] and between == pytest.approx(line(middle))
+    assert len(first.interpolated) == 1
+    served(first, larger)
+    served(first, middle, "bf16")   # outside, and another kind: each timed
+    assert timed[2:] == [(256, "fp32"), (96, "bf16")]
+    charged_first = first.take_charged()["step timing"]
+
+    timed.clear()
+    again = Probes(data, 16, 2, 30)   # the same calls, on the cache the first filled: served, charged, not timed
+    values = [served(again, small), served(again, large), served(again, middle), served(again, larger),
+              served(again, middle, "bf16")]
+    assert timed == [] and values[2] == between and len(again.interpolated) == 1
+    assert charged_first == 0 and len(first.step_costs) == 4   # timed by the first: on its clock as they ran
+    assert again.take_charged()["step timing"] == pytest.approx(sum(first.step_costs.values()))
+
+
 def _cluster_processes(token: str, root: Path) -> list[int]:
     """The processes of the cluster a test started: those whose environment holds its token, or that hold a file of
     its temporary directory open (Ray's agents drop the token from their environment)."""

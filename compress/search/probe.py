@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -38,7 +38,8 @@ from compress.paths import atomic_write_text, cache_dir, locked
 from compress.quantize.predictors import TorchPredictor
 from compress.registry import Context, StudentMethod, Transform
 from compress.search.space import Candidate
-from compress.training import autocast
+from compress.train_config import TrainConfig
+from compress.training import autocast, make_optimizer
 
 # Objectives a search can minimize, and the measurement each reads.
 OBJECTIVES = ("latency", "throughput", "size")
@@ -108,23 +109,26 @@ class Probes:
             ({"batch_shape": batch_shape} if batch_shape != "filled" else {})   # filled: as probes were before shapes
         digest = hashlib.sha256(json.dumps(self.context, sort_keys=True).encode()).hexdigest()[:20]
         self.path = cache_dir() / "search-probes" / f"{digest}.json"
-        self.timed, self.steps, self.step_costs = self._read()
+        self.timed, self.steps, self.step_costs, self.step_points = self._read()
         self.writable = False   # set once the search owns its directory: nothing is written before
         self.served: set[str] = set()   # the entries this search has measured or been charged for
         self.charged = {"speed probes": 0.0, "step timing": 0.0}   # reused entries' costs, not yet on the clock
+        self.interpolated: set[str] = set()   # training steps this search estimated between timed ones
 
-    def _read(self) -> tuple[dict[str, Timed], dict[str, float], dict[str, float]]:
+    def _read(self) -> tuple[dict[str, Timed], dict[str, float], dict[str, float], dict[str, StepPoint]]:
         """What the shared file holds for this context (nothing when it is absent, unreadable or of another one):
-        the structures' speeds, the training steps' seconds and what timing each step took."""
+        the structures' speeds, the training steps' seconds, what timing each step took, and each step's kind and
+        FLOPs (what an interpolation reads)."""
         try:
             saved = json.loads(self.path.read_text())
             if saved.get("context") != self.context:
-                return {}, {}, {}
+                return {}, {}, {}, {}
             return {k: Timed(**v) for k, v in saved.get("timed", {}).items()}, \
                 {k: float(v) for k, v in saved.get("steps", {}).items()}, \
-                {k: float(v) for k, v in saved.get("step_costs", {}).items()}
-        except (OSError, ValueError, TypeError, AttributeError):
-            return {}, {}, {}
+                {k: float(v) for k, v in saved.get("step_costs", {}).items()}, \
+                {k: StepPoint(str(v[0]), float(v[1])) for k, v in saved.get("step_points", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError, IndexError):
+            return {}, {}, {}, {}
 
     def _save(self) -> None:
         """Add what this search measured to the shared file, keeping what other searches added meanwhile."""
@@ -132,10 +136,12 @@ class Probes:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with locked(self.path):
-            timed, steps, costs = self._read()
+            timed, steps, costs, points = self._read()
             self.timed, self.steps, self.step_costs = timed | self.timed, steps | self.steps, costs | self.step_costs
+            self.step_points = points | self.step_points
             atomic_write_text(self.path, json.dumps({"context": self.context, "steps": self.steps,
                                                      "step_costs": self.step_costs,
+                                                     "step_points": {k: list(v) for k, v in self.step_points.items()},
                                                      "timed": {k: asdict(v) for k, v in self.timed.items()}},
                                                     indent=1))
 
@@ -203,8 +209,19 @@ class Probes:
 
     def step_seconds_of(self, student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any, Any], precision: str,
                         batch_size: int) -> float:
+        """Seconds of one training step: timed once per shape, or interpolated in FLOPs between two this search has
+        timed (or been charged for) of the same kind (:func:`step_point`) whose FLOPs bracket it, at no cost. Only
+        what this search was served is read, so a search run again estimates as it did."""
         key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": asdict(stage[0]),
                           "precision": precision, "batch": batch_size}, sort_keys=True, default=str)
+        if key not in self.served:
+            point = step_point(student, teacher, stage, precision, batch_size, self.seq_len)
+            between = interpolate(point, [(self.step_points[k].flops, self.steps[k]) for k in self.served
+                                          if k in self.step_points and self.step_points[k].kind == point.kind])
+            if between is not None:
+                self.interpolated.add(key)
+                return between
+            self.step_points[key] = point
         if key not in self.steps:
             start = time.perf_counter()
             self.steps[key] = _time_steps(student, teacher, stage, self.data, precision, batch_size,
@@ -214,6 +231,37 @@ class Probes:
             self._save()
         self._serve(key, "step timing", self.step_costs.get(key, 0.0))
         return self.steps[key]
+
+
+class StepPoint(NamedTuple):
+    """A training step's kind (all it is timed with but the student's size) and its student's FLOPs per sequence."""
+
+    kind: str
+    flops: float
+
+
+def step_point(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any, Any], precision: str,
+               batch_size: int, seq_len: int) -> StepPoint:
+    """Steps of one kind differ only in how much the student computes: the same teacher, loss terms, precision and
+    batch, and a student built the same way (sharing, factorized embeddings or matrices); its layers' count and
+    widths, and its vocabulary, are what FLOPs stand for."""
+    built = {"sharing": student.sharing, "groups": student.groups, "factorized": student.factorized,
+             "word_rank": bool(student.word_rank), "delta_rank": bool(student.delta_rank),
+             "low_rank": any(r for ranks in (student.attention_ranks or ()) + (student.ffn_ranks or ()) for r in ranks)}
+    kind = json.dumps({"teacher": teacher.to_dict(), "stage": asdict(stage[0]), "precision": precision,
+                       "batch": batch_size, "student": built}, sort_keys=True, default=str)
+    return StepPoint(hashlib.sha256(kind.encode()).hexdigest()[:16], float(flops_per_sequence(student, seq_len)))
+
+
+def interpolate(point: StepPoint, timed: list[tuple[float, float]]) -> float | None:
+    """The seconds at ``point``'s FLOPs on the line between the nearest timed (FLOPs, seconds) on each side of it, or
+    None where none is on one side (outside what was timed, a step is timed, not extrapolated)."""
+    below = max(((f, t) for f, t in timed if f <= point.flops), default=None)
+    above = min(((f, t) for f, t in timed if f >= point.flops), default=None)
+    if below is None or above is None:
+        return None
+    (f0, t0), (f1, t1) = below, above
+    return t0 if f1 == f0 else t0 + (t1 - t0) * (point.flops - f0) / (f1 - f0)
 
 
 def training_recipe(method: StudentMethod | Transform, options: Any, given: EncoderConfig) -> Recipe | None:
@@ -239,7 +287,7 @@ def _time_steps(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any
     torch.manual_seed(0)
     model, reference = Encoder(student.replace(vocab_size=teacher.vocab_size)), Encoder(teacher)
     objective = DistillationObjective(stage_, reference, model, recipe.layer_map)
-    optimizer = torch.optim.AdamW([*model.parameters(), *objective.projections.parameters()], lr=1e-5)
+    optimizer = make_optimizer(model, list(objective.projections.parameters()), TrainConfig())   # as a run trains
     loader = make_dataloader(data.splits["train"], data.collator, batch_size=batch_size, shuffle=True, seed=0)
     batches = list(itertools.islice(loader, steps + 1))
     device = torch.device("cpu")

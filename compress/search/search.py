@@ -232,6 +232,9 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
             with config.executor.session():   # one connection to a Ray cluster for every run the search makes
                 walk.run()
                 walk.finals()
+            if probes.interpolated:
+                record.notes.append(f"{len(probes.interpolated)} training-step times were interpolated in FLOPs "
+                                    "between shapes of their kind that were timed, not timed themselves.")
             record.status = "complete"
         except BaseException:   # Ctrl-C, SIGTERM, an error: what finished is kept, and the same command resumes
             record.status = "interrupted"
