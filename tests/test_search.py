@@ -577,6 +577,18 @@ def test_a_training_step_between_two_timed_of_its_kind_is_interpolated_in_flops_
     assert interpolate(StepPoint("k", 20.0), [(10.0, 1.0), (20.0, 3.0)]) == 3.0
     assert interpolate(StepPoint("k", 50.0), [(10.0, 1.0), (20.0, 3.0)]) is None
     assert interpolate(StepPoint("k", 5.0), [(10.0, 1.0)]) is None
+    # the teacher's outputs are read from their cache (one kind of attention map at most): its width and depth are
+    # what a step reads of it, not its pruned heads or vocabulary; two kinds of map run it live, all of it counts
+    from compress.distill.objective import teacher_runs_live
+    from compress.search.probe import step_point
+
+    base, pruned = tiny_config(num_layers=2, num_labels=2), tiny_config(num_layers=2, num_labels=2, vocab_size=77)
+    cached = Stage("distil", [LossTerm("kd_kl"), LossTerm("attention_kl")])
+    live = Stage("distil", [LossTerm("attention_mse"), LossTerm("attention_kl")])
+    assert not teacher_runs_live(cached) and teacher_runs_live(live)
+    for stage, same in ((cached, True), (live, False)):
+        kinds = {step_point(base, t, (stage, None), "fp32", 8, 16).kind for t in (base, pruned)}
+        assert (len(kinds) == 1) == same
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
     timed = []

@@ -29,6 +29,12 @@ from compress.training import Batch, model_inputs, to_device
 _PROJECTED = {"embeddings": "embedding", "hidden_states": "hidden"}
 
 
+def teacher_runs_live(stage: Stage) -> bool:
+    """Whether training ``stage`` runs the teacher on every batch: its terms read two kinds of attention map, which
+    are never stored (otherwise the teacher's outputs are read from their cache, :meth:`target_spec`)."""
+    return len(stage.reads - set(_PROJECTED) - {"logits"}) > 1
+
+
 class DistillationObjective(nn.Module):
     """Sum of a stage's weighted loss terms; an ``nn.Module`` only to own the projections."""
 

@@ -28,7 +28,7 @@ from compress.bench.speed import SpeedConfig, measure_speed
 from compress.bench.timing import fixed_threads
 from compress.data.batching import TokenizedTask, make_dataloader
 from compress.distill.layer_maps import LayerMap
-from compress.distill.objective import DistillationObjective
+from compress.distill.objective import DistillationObjective, teacher_runs_live
 from compress.distill.recipe import LossTerm, Recipe, Stage
 from compress.distill.teacher_targets import zero_targets
 from compress.models.accounting import count_parameters, flops_per_sequence
@@ -242,13 +242,16 @@ class StepPoint(NamedTuple):
 
 def step_point(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any, Any], precision: str,
                batch_size: int, seq_len: int) -> StepPoint:
-    """Steps of one kind differ only in how much the student computes: the same teacher, loss terms, precision and
-    batch, and a student built the same way (sharing, factorized embeddings or matrices); its layers' count and
-    widths, and its vocabulary, are what FLOPs stand for."""
+    """Steps of one kind differ only in how much the student computes: the same loss terms, precision and batch, a
+    student built the same way (sharing, factorized embeddings or matrices; its layers' count and widths are what
+    FLOPs stand for, its vocabulary changes a step by a few milliseconds of the optimizer's), and the same teacher
+    where it runs on every batch, else the same width and depth of the cached outputs its terms read."""
+    read = teacher.to_dict() if teacher_runs_live(stage[0]) else \
+        {"hidden_size": teacher.hidden_size, "num_layers": teacher.num_layers, "num_labels": teacher.num_labels}
     built = {"sharing": student.sharing, "groups": student.groups, "factorized": student.factorized,
              "word_rank": bool(student.word_rank), "delta_rank": bool(student.delta_rank),
              "low_rank": any(r for ranks in (student.attention_ranks or ()) + (student.ffn_ranks or ()) for r in ranks)}
-    kind = json.dumps({"teacher": teacher.to_dict(), "stage": asdict(stage[0]), "precision": precision,
+    kind = json.dumps({"teacher": read, "stage": asdict(stage[0]), "precision": precision,
                        "batch": batch_size, "student": built}, sort_keys=True, default=str)
     return StepPoint(hashlib.sha256(kind.encode()).hexdigest()[:16], float(flops_per_sequence(student, seq_len)))
 

@@ -30,7 +30,6 @@ from compress.models.config import EncoderConfig
 from compress.predictions import Predictions, load_predictions
 from compress.quantize.predictors import predict_batches
 from compress.registry import Context, StudentMethod, Transform
-from compress.registry.pipeline import Pipeline
 from compress.reports.records import RunRecord, read_run_record
 from compress.runs.compare import (
     CompareConfig,
