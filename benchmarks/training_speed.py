@@ -43,7 +43,7 @@ from compress.models.encoder import Encoder
 from compress.registry import Context, get_method
 from compress.step_precision import pick
 from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.training import PRECISIONS, TrainConfig, _optimizer, run_precision
+from compress.training import PRECISIONS, TrainConfig, make_optimizer, run_precision
 
 STUDENTS = ("albert", "albert[rank=48]", "distilbert", "tinybert", "prune", "lowrank")
 PHASES = ("teacher", "forward", "backward", "optimizer")
@@ -93,7 +93,7 @@ def time_stage(objective: DistillationObjective, student: Encoder, batches: list
     """Median milliseconds of each phase of a step, per variant (a precision, or FACTORED; with the ``STORED``
     suffix the step reads the teacher's stored outputs; the variants alternate step by step). ``batches``: each
     batch with its examples' positions in the train split."""
-    optimizer = _optimizer(student, list(objective.projections.parameters()), TrainConfig())
+    optimizer = make_optimizer(student, list(objective.projections.parameters()), TrainConfig())
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     teacher_forward = objective.teacher_outputs
     spent = {"teacher": 0.0}

@@ -21,6 +21,7 @@ from compress.models.config import INPUT_NAMES
 from compress.quantize.artefacts import read_manifest, write_artefact
 from compress.quantize.bit_allocation import allocate, candidates, fisher_diagonal
 from compress.quantize.fake_quant import int4_rounded, int8_rounded
+from compress.quantize.onnx_backend import int8_weight_levels
 from compress.quantize.sizes import allocated_bytes, stored_bytes
 
 
@@ -65,9 +66,12 @@ def test_the_fisher_diagonal_is_the_expected_squared_score(labels):
 def test_the_rounding_is_the_schemes():
     weight = torch.randn(6, 48)
     assert torch.equal(int4_rounded(weight, 32), _rounded(weight, 32))   # groups padded, largest magnitude at -8
-    rows = int8_rounded(weight, table=False)
-    steps = weight.abs().amax(1, keepdim=True) / 127
-    assert torch.all((rows - weight).abs() <= steps / 2 + 1e-7)
+    for levels in (127, 64):   # 8-bit weights, or 7-bit where the CPU's int8 kernels would saturate
+        rows = int8_rounded(weight, table=False, levels=levels)
+        steps = weight.abs().amax(1, keepdim=True) / levels
+        assert torch.all((rows - weight).abs() <= steps / 2 + 1e-7)
+        assert len(torch.unique(rows[0])) <= 2 * levels + 1
+    assert torch.equal(int8_rounded(weight, table=False), int8_rounded(weight, False, levels=int8_weight_levels()))
     table = int8_rounded(weight, table=True)
     assert torch.all((table - weight).abs() <= (weight.max() - weight.min()) / 255 / 2 + 1e-6)
 

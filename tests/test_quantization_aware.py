@@ -60,6 +60,41 @@ def test_the_fake_quantized_model_answers_as_the_runtime_does(tmp_path, changes,
     assert [a.argmax() for a in aware] == [r.argmax() for r in real]
 
 
+@pytest.mark.parametrize(("flags", "machine", "levels"), [
+    ("avx2", "x86_64", 64), ("avx2 avx512f", "x86_64", 64), ("avx2 avx512f avx512_vnni", "x86_64", 127),
+    ("avx2 avx_vnni", "x86_64", 127), ("avx2 amx_int8", "x86_64", 127), ("", "aarch64", 127)])
+def test_int8_weights_are_stored_on_7_bits_where_the_cpus_int8_kernels_would_saturate(tmp_path, monkeypatch, flags,
+                                                                                      machine, levels):
+    """Without VNNI or AMX, ONNX Runtime's x86 int8 kernels add pairs of uint8 x int8 products in 16 bits, which
+    saturate with 8-bit weights (2 x 255 x 127 > 32,767): there the weights are written on -64..64, the manifest says
+    so, and fake quantization rounds as the graph stores them. (On such a CPU the test above fails with 8-bit weights:
+    the runtime's logits 15-18x further from the exact product than the rounding moves them.)"""
+    import platform
+
+    import onnx
+    from onnx import numpy_helper
+
+    from compress.bench import machine as machine_info
+    from compress.quantize.artefacts import read_manifest
+    from compress.quantize.onnx_backend import int8_weight_levels
+
+    monkeypatch.setattr(machine_info, "_cpuinfo_field", lambda name: flags if name == "flags" else None)
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    assert int8_weight_levels() == levels
+    model = _model()
+    write_artefact(quant_format("int8"), "onnxruntime", model, tmp_path)
+    assert read_manifest(tmp_path)["int8_weight_levels"] == levels
+    graph = onnx.load(str(tmp_path / read_manifest(tmp_path)["weights"]))
+    stored = [numpy_helper.to_array(t) for t in graph.graph.initializer if t.data_type == onnx.TensorProto.INT8]
+    assert stored and max(int(np.abs(a.astype(np.int32)).max()) for a in stored) == levels
+    fake = FakeQuantized(model)
+    with torch.no_grad():
+        rounded = model.attention[0].query.weight
+        steps = rounded / (rounded.abs().amax(1, keepdim=True) / levels)   # each entry a whole number of its row's steps
+    assert torch.allclose(steps, steps.round(), atol=1e-4) and steps.abs().max().round() == levels
+    fake.remove()
+
+
 def test_the_rounding_passes_gradients_straight_through_and_removing_it_leaves_fp32_weights():
     model = _model().train()
     before = {k: v.clone() for k, v in model.state_dict().items()}

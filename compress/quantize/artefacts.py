@@ -151,6 +151,8 @@ def write_artefact(
                 "backend": backend, "dtype": method.dtype, "weights": weights.name,
                 **({"group_size": method.group_size} if method.group_size else {}),
                 **({"int4_share": method.int4_share, "bits": [asdict(m) for m in allocation]} if allocation else {}),
+                **({"int8_weight_levels": onnx_backend.int8_weight_levels()}
+                   if backend == "onnxruntime" and method.dtype in ("int8", "mixed") else {}),
                 "encoder": model.config.to_dict(), "label_names": label_names}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
 

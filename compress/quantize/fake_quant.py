@@ -4,8 +4,9 @@ int4 graph, or PyTorch's own dynamic int8), so it can be trained
 as it did.
 
 ONNX Runtime's dynamic int8 (``quantize_dynamic``, per channel, the graph `compress` writes) stores every weight a
-``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127),
-and every embedding table in uint8 with one scale and zero point; at run time each such ``MatMul``'s input is
+``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127;
+on 7 bits, max|w| / 64, on a CPU whose int8 kernels would saturate: :func:`compress.quantize.onnx_backend.
+int8_weight_levels`), and every embedding table in uint8 with one scale and zero point; at run time each such ``MatMul``'s input is
 quantized by ``DynamicQuantizeLinear``: uint8, one scale and zero point over the whole tensor's range stretched to
 hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products exactly, so the graph computes
 ``dequantized(input) @ dequantized(weight)``: what :class:`FakeQuantized` makes the PyTorch model compute, with the
@@ -31,6 +32,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from compress.models.encoder import Encoder
+from compress.quantize.onnx_backend import int8_weight_levels
 
 
 def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -44,15 +46,18 @@ def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
     return (q * scale).reshape(rows, -1)[:, :cols]
 
 
-def int8_rounded(weight: torch.Tensor, table: bool) -> torch.Tensor:
+def int8_rounded(weight: torch.Tensor, table: bool, levels: int | None = None) -> torch.Tensor:
     """``weight`` as ONNX Runtime's dynamic int8 stores it: a linear weight symmetric with one scale per output
-    channel (max|w| / 127), a table in uint8 with one scale and zero point over a range that holds 0."""
+    channel (max|w| / L, every entry rounded to -L..L, L = ``levels``: 127, or 64 where this CPU's kernels would
+    saturate, :func:`compress.quantize.onnx_backend.int8_weight_levels`), a table in uint8 with one scale and zero
+    point over a range that holds 0."""
     w = weight.detach().float()
     if table:
         return uint8_rounded(w)
-    scale = w.abs().amax(1, keepdim=True) / 127
+    levels = int8_weight_levels() if levels is None else levels
+    scale = w.abs().amax(1, keepdim=True) / levels
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-    return (w / scale).round().clamp(-127, 127) * scale
+    return (w / scale).round().clamp(-levels, levels) * scale
 
 
 def uint8_rounded(x: torch.Tensor, over: torch.Tensor | None = None) -> torch.Tensor:
@@ -113,8 +118,12 @@ def _straight_through(x: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
 
 
 class _Rows(nn.Module):
+    def __init__(self, levels: int) -> None:
+        super().__init__()
+        self.levels = levels
+
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
-        return _straight_through(weight, int8_rounded(weight, table=False))
+        return _straight_through(weight, int8_rounded(weight, table=False, levels=self.levels))
 
 
 class _Matrix(nn.Module):
@@ -180,6 +189,7 @@ class FakeQuantized:
                              f"{backend} with group size {group_size}")
         self.model = model
         self._hooks = []
+        levels = int8_weight_levels()   # decided once: every matrix as the export on this CPU will store it
         for module in model.modules():
             if backend == "torch":
                 if isinstance(module, nn.Linear):
@@ -188,7 +198,7 @@ class FakeQuantized:
             elif isinstance(module, nn.Embedding):
                 self._hooks.append(module.register_forward_hook(_TableRows(group_size)))
             elif isinstance(module, nn.Linear) and group_size is None:
-                parametrize.register_parametrization(module, "weight", _Rows())
+                parametrize.register_parametrization(module, "weight", _Rows(levels))
                 self._hooks.append(module.register_forward_pre_hook(_input_rounded))
             elif isinstance(module, nn.Linear):
                 parametrize.register_parametrization(module, "weight", _Groups(group_size))

@@ -102,8 +102,31 @@ def _preprocess(source: Path) -> Path:
     return target
 
 
+# ONNX Runtime's x86 int8 kernels multiply uint8 inputs by int8 weights. With VNNI (AVX512-VNNI, AVX-VNNI) or AMX they
+# add the products in 32 bits; without (AVX2, AVX-512F alone) VPMADDUBSW adds each pair in 16 bits and saturates there
+# (2 x 255 x 127 > 32,767). On such a CPU the weights are stored on 7 bits (-64..64, ``reduce_range``), which cannot
+# saturate (2 x 255 x 64 < 32,767), as ONNX Runtime's documentation advises. Measured on a 2-core AVX2 EPYC with
+# tests/test_quantization_aware.py's 4-layer encoder: with 8-bit weights the runtime's logits were 15-18x further from
+# the exact int8 product than the rounding itself moves them; with 7-bit ones, within 3e-8.
+WIDE_INT8_SUMS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def int8_weight_levels() -> int:
+    """The largest magnitude of ONNX Runtime's int8 weights written on this CPU: 127, or 64 on an x86 CPU whose int8
+    kernels add products in 16 bits (no VNNI, no AMX: see :data:`WIDE_INT8_SUMS`)."""
+    import platform
+
+    from compress.bench.machine import cpu_features
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return 127
+    features = cpu_features()
+    return 127 if any(features.get(name) for name in WIDE_INT8_SUMS) else 64
+
+
 def quantize_dynamic_int8(source: Path, target: Path) -> None:
-    """ONNX Runtime dynamic int8 of the fp32 graph at ``source``, one weight scale per output channel.
+    """ONNX Runtime dynamic int8 of the fp32 graph at ``source``, one weight scale per output channel, the weights on
+    as many levels as this CPU's kernels sum exactly (:func:`int8_weight_levels`).
 
     Per-channel scales cost no speed here and keep small students accurate: on MR, DistilBERT's
     int8 lost 1.07 points with one scale per tensor and 0.29 with one per channel.
@@ -112,7 +135,8 @@ def quantize_dynamic_int8(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     prepared = _preprocess(source)
-    quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8, per_channel=True)
+    quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                     reduce_range=int8_weight_levels() < 127)
     prepared.unlink()
 
 
@@ -142,7 +166,8 @@ def quantize_static_int8(source: Path, target: Path, calibration: Iterable[Mappi
     prepared = _preprocess(source)
     quantize_static(str(prepared), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    op_types_to_quantize=["MatMul", "Gather"], calibrate_method=CalibrationMethod.MinMax)
+                    op_types_to_quantize=["MatMul", "Gather"], calibrate_method=CalibrationMethod.MinMax,
+                    reduce_range=int8_weight_levels() < 127)
     prepared.unlink()
 
 
@@ -240,7 +265,8 @@ def quantize_bits_per_matrix(source: Path, target: Path, model: Encoder, int4_sh
     halfway = target.with_name(target.stem + "-int4.onnx")
     _write_int4(graph_model, halfway, group_size, keep)
     with _quiet():
-        quantize_dynamic(str(halfway), str(target), weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(str(halfway), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         reduce_range=int8_weight_levels() < 127)
     halfway.unlink()
     return choices
 
