@@ -620,6 +620,14 @@ def test_a_training_step_between_two_timed_of_its_kind_is_interpolated_in_flops_
     assert timed[2:] == [(256, "fp32"), (96, "bf16")]
     charged_first = first.take_charged()["step timing"]
 
+    # primed with a kind's steps, a search times the fewest FLOPs, the median and the most, and interpolates the rest
+    timed.clear()
+    primed = Probes(SimpleNamespace(cache_key="other-task"), 16, 2, 30)
+    shapes = [teacher.replace(ffn_size=f) for f in (256, 32, 128, 64, 96)]
+    assert primed.prime([(shape, teacher, recipe) for shape in shapes], "fp32", 8) == 1
+    assert timed == [(32, "fp32"), (96, "fp32"), (256, "fp32")]
+    assert [served(primed, shape) for shape in shapes] and len(timed) == 3 and len(primed.interpolated) == 2
+
     timed.clear()
     again = Probes(data, 16, 2, 30)   # the same calls, on the cache the first filled: served, charged, not timed
     values = [served(again, small), served(again, large), served(again, middle), served(again, larger),

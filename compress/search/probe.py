@@ -17,6 +17,7 @@ import itertools
 import json
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -231,6 +232,24 @@ class Probes:
             self._save()
         self._serve(key, "step timing", self.step_costs.get(key, 0.0))
         return self.steps[key]
+
+
+    def prime(self, steps: Iterable[tuple[EncoderConfig, EncoderConfig, tuple[Any, Any]]], precision: str,
+              batch_size: int) -> int:
+        """Time, of each kind of training step among ``steps`` (student, teacher, stage), the one of fewest FLOPs, the
+        median one and the one of most, in that order, so that every other step of the kind is interpolated between
+        timed ones; return the number of kinds. The walk asks for estimates in the order of its objective, smallest
+        model first, so each would otherwise lie beyond all timed before it (in a 20-minute throughput search, 360 of
+        the 360 steps timed after a kind's first)."""
+        kinds: dict[str, dict[float, tuple[EncoderConfig, EncoderConfig, tuple[Any, Any]]]] = {}
+        for student, teacher, stage in steps:
+            point = step_point(student, teacher, stage, precision, batch_size, self.seq_len)
+            kinds.setdefault(point.kind, {}).setdefault(point.flops, (student, teacher, stage))
+        for members in kinds.values():
+            flops = sorted(members)
+            for f in dict.fromkeys((flops[0], flops[len(flops) // 2], flops[-1])):
+                self.step_seconds_of(*members[f], precision, batch_size)
+        return len(kinds)
 
 
 class StepPoint(NamedTuple):

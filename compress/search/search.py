@@ -68,7 +68,7 @@ from compress.search.ledger import SearchRecord, read_record
 from compress.search.probe import OBJECTIVES, Probes
 from compress.search.report import write_search_report
 from compress.search.space import Space, candidates, declared, from_file, narrowed
-from compress.search.walk import EVAL_SHARE, Clock, Walk, format_seconds, least_training
+from compress.search.walk import EVAL_SHARE, Clock, Walk, format_seconds, least_training, prime_steps
 from compress.task_metrics import TaskMetric, resolve_metric
 from compress.teachers.finetune import FinetuneConfig, finetuned_here
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
@@ -205,6 +205,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     probes = Probes(data, seq_len, threads, config.repeats, config.batch_shape)
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)
+    kinds = prime_steps(found, teacher, probes, precision, config.batch_size)
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
     finetune = config.teacher_finetune.train
     teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune, config.metric) else \
@@ -217,6 +218,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
                             f"cheapest candidate that trains ({least[1]}: about {format_seconds(least[0])}), from "
                             f"training steps timed here; give at least --budget "
                             f"{math.ceil((least[0] + teacher_s) / 60)}m.")
+    say(f"training steps of {kinds} kinds timed (the fewest, median and most FLOPs of each; the others interpolated)")
     with locked(out, wait=False, what=f"the search in {out}"):
         check_out(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from compress.runs.compare import compare as run_compare
 from compress.runs.executors import run_step
 from compress.runs.paired import method_evidence, method_intervals, teacher_interval
 from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
-from compress.search.probe import Probes, Timed, footprint, structure_key, training_recipe
+from compress.search.probe import Probes, Timed, footprint, structure_key, training_recipe, training_stage
 from compress.search.report import resolution_line
 from compress.search.space import Candidate, Space, compresses_at_least
 from compress.search.resolution import selection_resolution
@@ -145,6 +145,19 @@ def step_estimates(candidate: Candidate, teacher: EncoderConfig, probes: Probes,
         seconds = probes.step_seconds(made, given, method, options, precision, batch_size) if recipe else 0.0
         found.append(sum(stage.epochs for stage in recipe.stages) * steps_per_epoch * seconds if recipe else 0.0)
     return found
+
+
+def prime_steps(found: list[Candidate], teacher: EncoderConfig, probes: Probes, precision: str,
+                batch_size: int) -> int:
+    """Time the few training steps every other of the space's is interpolated between (:meth:`Probes.prime`): the
+    last step of each candidate (the space holds every pipeline's prefixes, so every step is one's last); return the
+    number of kinds."""
+    steps = []
+    for candidate in found:
+        method, options, given, made = trained_steps(candidate, teacher)[-1]
+        if (stage := training_stage(method, options, given)) is not None:
+            steps.append((made, given, stage))
+    return probes.prime(steps, precision, batch_size)
 
 
 def least_training(found: list[Candidate], teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
