@@ -10,9 +10,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 import torch
 from helpers import run_cli, tiny_config, tiny_quantization_run
+from onnx import numpy_helper
 from test_low_bits import _model, _rounded
 
 from compress.methods.quantization import quant_format
