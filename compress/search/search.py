@@ -205,7 +205,9 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     probes = Probes(data, seq_len, threads, config.repeats, config.batch_shape)
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)
+    primed_at = time.perf_counter()
     kinds = prime_steps(found, teacher, probes, precision, config.batch_size)
+    primed_s = time.perf_counter() - primed_at
     least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
     finetune = config.teacher_finetune.train
     teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune, config.metric) else \
@@ -227,6 +229,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         previous = read_record(out)
         record = _record(config, space, threads, seq_len, previous, metric)
         clock = Clock(record.seconds, record.spent_s, start, record.reused_s)
+        clock.seconds["step timing"] += primed_s   # timed before the walk: on its budget as the walk's timings are
         walk = Walk(config, space, found, probes, record, clock, out, task, say, show_progress, precision, teacher,
                     compare_config)
         walk.least_training_s = least[0] if least is not None else None
