@@ -88,7 +88,7 @@ class DistillationObjective(nn.Module):
             elif term.reads != "logits":
                 kinds.add(term.reads)
                 layers.update(g for _, g in self._layers(term))
-        if len(kinds) > 1:
+        if teacher_runs_live(self.stage):
             return None
         return TargetSpec(tuple(sorted(hidden)), next(iter(kinds), None), tuple(sorted(layers)))
 

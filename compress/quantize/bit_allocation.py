@@ -23,6 +23,7 @@ import torch
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.quantize.fake_quant import int4_rounded, int8_rounded
+from compress.quantize.onnx_backend import int8_weight_levels
 from compress.quantize.formats import MatrixBits
 
 SENSITIVITY_EXAMPLES = 64   # training sentences the Fisher diagonal is averaged over
@@ -100,13 +101,13 @@ def allocate(model: Encoder, fisher: Mapping[str, torch.Tensor], int4_share: flo
     otherwise in int8) with its expected loss at 8 and 4 bits and the width chosen: 4 bits for the least extra loss
     per weight first until at least ``int4_share`` of the candidate weights are in 4 bits (the size budget), then
     back to 8 bits for those, costliest first, that the budget does not need."""
-    found = []
+    found, levels = [], int8_weight_levels()   # the CPU's, read once
     for name, p in candidates(model).items():
         if among is not None and name not in among:
             continue
         w, f = p.detach().float(), fisher[name]
         lose = (lambda q, w=w, f=f: 0.5 * float((f * (w - q) ** 2).sum()))   # noqa: E731
-        found.append(MatrixBits(name, p.numel(), lose(int8_rounded(w, name in tables)),
+        found.append(MatrixBits(name, p.numel(), lose(int8_rounded(w, name in tables, levels)),
                                 lose(int4_rounded(w, group_size)), 8))
     need = int4_share * sum(m.weights for m in found)
     chosen: list[MatrixBits] = []

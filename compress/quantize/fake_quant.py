@@ -6,9 +6,9 @@ as it did.
 ONNX Runtime's dynamic int8 (``quantize_dynamic``, per channel, the graph `compress` writes) stores every weight a
 ``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127;
 on 7 bits, max|w| / 64, on a CPU whose int8 kernels would saturate: :func:`compress.quantize.onnx_backend.
-int8_weight_levels`), and every embedding table in uint8 with one scale and zero point; at run time each such ``MatMul``'s input is
-quantized by ``DynamicQuantizeLinear``: uint8, one scale and zero point over the whole tensor's range stretched to
-hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products exactly, so the graph computes
+int8_weight_levels`), and every embedding table in uint8 with one scale and zero point; at run time each such
+``MatMul``'s input is quantized by ``DynamicQuantizeLinear``: uint8, one scale and zero point over the whole
+tensor's range stretched to hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products exactly, so the graph computes
 ``dequantized(input) @ dequantized(weight)``: what :class:`FakeQuantized` makes the PyTorch model compute, with the
 rounding passed straight through in the backward pass (the straight-through estimator of Bengio et al. 2013, as
 Q8BERT trains with). The products of two activations (attention's scores and context) stay in fp32 there and here.

@@ -233,7 +233,6 @@ class Probes:
         self._serve(key, "step timing", self.step_costs.get(key, 0.0))
         return self.steps[key]
 
-
     def prime(self, steps: Iterable[tuple[EncoderConfig, EncoderConfig, tuple[Any, Any]]], precision: str,
               batch_size: int) -> int:
         """Time, of each kind of training step among ``steps`` (student, teacher, stage), the one of fewest FLOPs, the
