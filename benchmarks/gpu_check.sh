@@ -17,7 +17,8 @@
 #   4. the default comparison's students (`compress compare` of the default methods that train, on minilm and MR)
 #      trained on the GPU, in what time is left: their training time against the same runs' on a 2-core CPU
 #      (benchmarks/gpu_summary.py --cpu DIR).
-# GPU_CHECK_PYTEST_ARGS adds pytest arguments (say, -k to rerun some tests); GPU_CHECK_METHODS sets part 4's methods.
+# GPU_CHECK_PYTEST_ARGS adds pytest arguments (say, -k to rerun some tests); GPU_CHECK_METHODS sets part 4's methods;
+# GPU_CHECK_PARTS runs only the parts it names (say, "4" to train the rest of a comparison a first run left unfinished).
 # Everything it wrote is in RESULTS_DIR: summary.txt (what the note quotes), each part's log and JSON.
 #
 # The minilm package travels with its weights stored in fp16 (the whole fp32 package is over what a transfer to the
@@ -68,6 +69,8 @@ SUMMARY="$RESULTS/summary.txt"
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $((BUDGET - (SECONDS - START))); }
+PARTS=" ${GPU_CHECK_PARTS:-1 2 3 4} "
+wanted() { [[ "$PARTS" == *" $1 "* ]]; }
 # Run "$@" for at most $1 seconds (and never past the budget, less a reserve for the summary), logged to $2.
 part() {
     local cap=$1 log=$2; shift 2
@@ -109,13 +112,16 @@ say "$($PY -c 'import platform, torch, transformers; print(f"Python {platform.py
 say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs"
 
 # --- 1. The CUDA tests ---
+if wanted 1; then
 say "== 1. CUDA tests"
 mapfile -t files < <(grep -l "mark.cuda" tests/test_*.py)
 # shellcheck disable=SC2086
 part 180 pytest.log $PY -m pytest -q -m cuda -n 4 --dist load -p no:cacheprovider ${GPU_CHECK_PYTEST_ARGS:-} "${files[@]}"
 say "$(grep -E ' in [0-9.]+s' "$RESULTS/pytest.log" | tail -1)"
+fi
 
 # --- 2. The flagship at its real size ---
+if wanted 2; then
 say "== 2. $LIKE-shaped teacher (random weights) fine-tuned on MR, then albert distilled from it, on $DEVICE"
 # A teacher drawn at random learns from scratch: every layer at the full rate (no layer-wise decay, which would
 # leave its random embeddings nearly still) and a rate a 24-layer BERT trains at.
@@ -126,18 +132,23 @@ part 120 teacher-finetune.json $PY -m compress teacher finetune --teacher "$TEAC
 part 150 flagship.json $PY -m compress run albert --teacher "$TEACHER" --device "$DEVICE" --speed-device "$DEVICE" \
     --epochs 1 --teacher-epochs 1 --teacher-lr "${GPU_CHECK_TEACHER_LR:-5e-5}" --teacher-layer-decay 1 \
     --out "$WORK/flagship" --json
+fi
 
 # --- 3. The GPU speed table ---
+if wanted 3; then
 say "== 3. GPU speed table"
 part 120 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
+fi
 
 # --- 4. The default comparison, trained on the GPU ---
+if wanted 4; then
 say "== 4. the default comparison's students (minilm, MR) trained on $DEVICE"
 part 600 compare.json $PY -m compress compare --device "$DEVICE" --out "$WORK/compare" --json \
     --methods "${GPU_CHECK_METHODS:-albert,distilbert,tinybert,prune,lowrank,albert[rank=48]}"
 for run in "$WORK"/compare/runs/*/*/; do
     [ -f "$run/metrics.json" ] && cp "$run/metrics.json" "$RESULTS/compare-$(basename "$(dirname "$run")")-$(basename "$run").json"
 done
+fi
 
 # --- What it found, in a few lines ---
 $PY benchmarks/gpu_summary.py "$RESULTS" | tee -a "$SUMMARY"
