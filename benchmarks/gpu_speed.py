@@ -16,8 +16,10 @@ in as fp32), bf16 and fp16 (the weights cast, as the bf16 and fp16 methods store
 formats ``--compiled`` names for the models ``--compile-models`` names (one compiled graph per batch shape, its
 compile time printed apart and not timed);
 ONNX Runtime's CUDA execution provider on the fp32 ONNX export where onnxruntime-gpu is installed (said otherwise).
-The int8, int4 and float8 formats compress makes are CPU formats (PyTorch's dynamic int8, ONNX Runtime's and
-OpenVINO's): none has a GPU path in compress yet, and the table says so rather than timing them on the CPU.
+float8 (``fp8``: weights as the fp8 method stores them, e4m3 with a scale per row) multiplied in float8 by
+``torch._scaled_mm`` on a GPU with float8 units (compute capability 8.9 or later; the rest of the model in bf16).
+The int8 and int4 formats compress makes are CPU formats (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's
+int8 and int4): none has a GPU path in compress, and the table says so rather than timing them on the CPU.
 
 Each cell is the median of ``--repeats`` calls after ``--warmup`` untimed ones (``compress.bench.timing.time_call``);
 every ratio is the teacher's fp32 eager median at the same batch over the cell's, both from this run.
@@ -41,16 +43,17 @@ from compress.bench.machine import cpu_model
 from compress.bench.timing import time_call
 from compress.data.batching import tokenize_task
 from compress.data.load import load_task
+from compress.device import fp8_unavailable
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor, ort_gpu_unavailable
+from compress.quantize.torch_backend import fp8_encoder, to_fp8
 from compress.registry import get_method
 from compress.teachers.registry import load_tokenizer, teacher_config
 
 EAGER = ("fp32", "tf32", "bf16", "fp16")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-CPU_ONLY = {"int8": "PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's int8 run on the CPU only",
-            "int4 / float8": "not made by compress yet (weights-only int4 and float8 are to come, with GPU kernels)"}
+CPU_ONLY = {"int8 / int4": "PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's int8 and int4 run on the CPU only"}
 
 
 def shapes(teacher: str, students: list[str], num_labels: int) -> dict[str, EncoderConfig]:
@@ -78,6 +81,9 @@ def makers(config: EncoderConfig, compiled: list[str], onnx_dir: Path) -> dict[s
     for fmt in compiled:
         found[f"compiled {fmt}"] = lambda fmt=fmt: TorchPredictor(model(DTYPES[fmt]), dtype=fmt, device="cuda",
                                                                   compiled=True)
+    if fp8_unavailable() is None:
+        found["eager fp8"] = lambda: TorchPredictor(fp8_encoder(to_fp8(base), config, compute=True, device="cuda"),
+                                                    dtype="fp8", device="cuda")
     if ort_gpu_unavailable() is None:
         def ort() -> Predictor:
             from compress.quantize.onnx_backend import export_onnx
@@ -142,7 +148,8 @@ def main() -> None:
                 del predictor
                 torch.cuda.empty_cache()
     torch.backends.cuda.matmul.allow_tf32 = False
-    absent = {"onnxruntime-cuda": ort_gpu_unavailable()} if ort_gpu_unavailable() else {}
+    absent = {what: why for what, why in (("onnxruntime-cuda", ort_gpu_unavailable()),
+                                          ("float8", fp8_unavailable())) if why}
     for what, why in {**absent, **CPU_ONLY}.items():
         print(f"not timed on the GPU: {what}: {why}")
     if args.out:

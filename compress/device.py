@@ -37,6 +37,18 @@ def has_tf32(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
 
 
+def fp8_unavailable() -> str | None:
+    """None when this machine's GPU multiplies in float8 (compute capability 8.9, Ada and Hopper, or later), else why
+    not (one sentence)."""
+    if not torch.cuda.is_available():
+        return "there is no CUDA device here."
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) < (8, 9):
+        return (f"this GPU ({torch.cuda.get_device_name()}, compute capability {major}.{minor}) has no float8 units "
+                "(Ada and Hopper, 8.9 and 9.0, are the first).")
+    return None
+
+
 def use_tf32(device: torch.device) -> None:
     """fp32 matrix products and convolutions in TF32 on a card that has it: what ``fp32`` training means on CUDA
     (10 mantissa bits in the products, fp32 accumulation; PyTorch's default leaves them in full fp32)."""

@@ -17,9 +17,9 @@ from torch import nn
 from compress.methods.quantization import quant_format
 from compress.methods.quantization.face import with_options
 from compress.models.encoder import Encoder
-from compress.quantize.artefacts import load_artefact, read_manifest, write_artefact
+from compress.quantize.artefacts import gpu_unavailable, load_artefact, read_manifest, write_artefact
 from compress.quantize.sizes import stored_bytes
-from compress.quantize.torch_backend import load_fp8, save_fp8, to_fp8
+from compress.quantize.torch_backend import Float8Linear, fp8_encoder, load_fp8, save_fp8, to_fp8
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -134,6 +134,79 @@ def test_float8_stores_e4m3_numbers_one_scale_a_row_and_rounds_within_their_prec
     loaded = load_fp8(tmp_path / "model.safetensors", model.config)
     assert torch.equal(loaded.attention[0].query.weight, restored)
     assert torch.equal(loaded.attention[0].query.bias, model.attention[0].query.bias)
+
+
+def _scaled_mm_here() -> None:
+    """Skip where this PyTorch cannot multiply float8 matrices on the CPU (the GPU check runs the same on a GPU)."""
+    a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(a, a.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.bfloat16)
+    except (RuntimeError, NotImplementedError) as error:
+        pytest.skip(f"this PyTorch has no float8 matrix product on the CPU: {error}")
+
+
+def _nearest_e4m3(x: np.ndarray) -> np.ndarray:
+    values = _e4m3_values()
+    right = np.clip(np.searchsorted(values, x), 1, len(values) - 1)
+    left = right - 1
+    return np.where(np.abs(x - values[left]) <= np.abs(values[right] - x), values[left], values[right])
+
+
+def test_a_float8_linear_layer_multiplies_e4m3_activations_by_the_stored_weights():
+    _scaled_mm_here()
+    model = _model(hidden_size=64, ffn_size=128)
+    tensors = to_fp8(model)
+    weight, scale = tensors["ffn.0.intermediate.weight_fp8"], tensors["ffn.0.intermediate.weight_scale"]
+    bias = model.ffn[0].intermediate.bias
+    layer = Float8Linear(weight, scale, bias)
+    x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(1)) * torch.linspace(0.1, 3, 64)
+    y = layer(x)
+    assert y.shape == (3, 5, 128) and y.dtype == torch.bfloat16
+    # the reference: each token's activations over its largest / 448, rounded to the nearest e4m3 number (from the
+    # bit layout above), times the stored weights, in float64
+    rows = x.reshape(15, 64).numpy().astype(np.float32)
+    x_scale = np.abs(rows).max(axis=1, keepdims=True) / np.float32(448)
+    rounded = _nearest_e4m3((rows / x_scale).astype(np.float64)) * x_scale
+    restored = weight.float().numpy().astype(np.float64) * scale.numpy()[:, None]
+    products, bf16_bias = rounded @ restored.T, bias.detach().to(torch.bfloat16).double().numpy()
+    expected = products + bf16_bias
+    got = y.reshape(15, 128).double().numpy()
+    # out in bf16 (8 significant bits: half a step is up to 2^-8 of a value), then the bias added in bf16
+    assert np.all(np.abs(got - expected) <= 2 ** -8 * (np.abs(products) + np.abs(expected)) + 1e-6)
+    # and the activations' rounding is what it costs: against the exact fp32 activations it is further off
+    exact = rows.astype(np.float64) @ restored.T + bias.detach().double().numpy()
+    assert np.abs(exact - expected).max() > np.abs(got - expected).max()
+
+
+def test_a_float8_model_multiplies_in_float8_where_the_shapes_fit_and_answers_as_its_widened_weights():
+    _scaled_mm_here()
+    model = _model(sharing="all", hidden_size=64, ffn_size=128, embedding_size=32)
+    tensors = to_fp8(model)
+    widened = fp8_encoder(tensors, model.config)
+    computed = fp8_encoder(tensors, model.config, compute=True)
+    layers = {name for name, m in computed.named_modules() if isinstance(m, Float8Linear)}
+    # shared once: one block's query, key, value, output, intermediate, output, and the pooler; the classifier (3
+    # labels) and the factorized embedding's 32 -> 64 projection too where 16 divides both sides
+    assert layers == {"attention.0.query", "attention.0.key", "attention.0.value", "attention.0.output",
+                      "ffn.0.intermediate", "ffn.0.output", "pooler", "embeddings.projection"}
+    assert isinstance(computed.classifier, nn.Linear) and computed.classifier.weight.dtype == torch.bfloat16
+    assert torch.equal(computed.attention[0].query.weight_fp8.view(torch.uint8),
+                       tensors["attention.0.query.weight_fp8"].view(torch.uint8))   # the stored bytes, not rounded again
+    ids = torch.randint(1, 1000, (4, 12), generator=torch.Generator().manual_seed(2))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    with torch.no_grad():
+        a, b = widened(**batch).logits, computed(**batch).logits.float()
+    spread = (a.max() - a.min()).item()
+    assert (a - b).abs().max().item() < 0.1 * spread
+
+
+def test_float8_has_a_gpu_path_only_where_a_gpu_multiplies_in_it():
+    reason = gpu_unavailable("fp8", "fp8", "torch")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9):
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith("fp8 multiplies in float8 on a GPU with float8 units, and ")
+    assert "integer kernels" in gpu_unavailable("int4", "int4", "onnxruntime")
 
 
 def test_openvino_int4_is_left_out_for_a_shape_its_group_size_does_not_divide():

@@ -9,6 +9,7 @@ import torch
 from helpers import make_tiny_teacher, offline_hub_env, run_cli, write_tiny_csv
 from transformers import AutoModelForSequenceClassification
 
+from compress.device import fp8_unavailable
 from compress.models.checkpoints import load_encoder
 from compress.ownership import MARKER
 from compress.predictions import FILES, PREDICTIONS_FILE, load_predictions
@@ -233,6 +234,21 @@ def test_on_a_gpu_formats_without_gpu_kernels_are_refused_and_half_precision_run
     printed = json.loads(done.stdout)
     assert printed["details"]["backend"] == "torch" and printed["speed"]["student"]["device"] == \
         torch.cuda.get_device_name()
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_with_float8_units_fp8_is_timed_there_multiplying_in_float8(tiny):
+    reason = fp8_unavailable()
+    if reason:
+        pytest.skip(f"fp8 has no GPU path here: {reason}")
+    out = tiny["root"] / "run-fp8-gpu"
+    done = run_cli("run", "fp8", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]), "--speed-device",
+                   "cuda", "--json", "--out", str(out), *COMMON[6:], env=tiny["env"])
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    student = printed["speed"]["student"]
+    assert student["device"] == torch.cuda.get_device_name() and student["dtype"] == "fp8"
+    assert printed["student"]["accuracy"] > _majority(tiny["csv"])
 
 
 def test_unreachable_teacher_fails_before_any_work(tiny, tmp_path):

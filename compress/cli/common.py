@@ -40,8 +40,9 @@ METRIC = typer.Option(None, help="The task's metric: accuracy, macro_f1, f1 (the
                                  "(Matthews), pearson or spearman (regression); it picks every epoch and is what "
                                  "retention and the intervals are of (default: accuracy, or pearson for a regression).")
 SPEED_DEVICE = typer.Option("cpu", help="Where every model is timed and served: cpu, or cuda (a GPU: PyTorch in "
-                                        "fp32, bf16 and fp16, and ONNX Runtime where its CUDA provider is installed; "
-                                        "the int8 formats run on the CPU only).")
+                                        "fp32, bf16 and fp16, float8 where the card has float8 units, and ONNX "
+                                        "Runtime where its CUDA provider is installed; the int8 and int4 formats run "
+                                        "on the CPU only).")
 EXECUTOR = typer.Option("local", help="local (runs one after another here) or ray (one Ray task per run; speed is "
                                       "still measured here, in one process).")
 ADDRESS = typer.Option(None, help="Ray cluster to run on, HOST:PORT (default: a local Ray instance).")

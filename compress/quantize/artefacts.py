@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from compress.device import fp8_unavailable
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
@@ -69,12 +70,16 @@ def shape_misfit(method: QuantMethod, backend: str, config: EncoderConfig) -> st
 
 def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
     """None when the format ``name`` (of ``dtype``) on ``backend`` runs on a GPU here, else why not: PyTorch runs
-    bf16 and fp16 there, ONNX Runtime the fp32 model where its CUDA execution provider is installed; the int8 formats
-    compress makes (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's) and OpenVINO itself run on the CPU only."""
+    bf16 and fp16 there, and float8 on a card with float8 units, ONNX Runtime the fp32 model where its CUDA execution
+    provider is installed; the integer formats compress makes (PyTorch's dynamic int8, ONNX Runtime's and OpenVINO's
+    int8 and int4) and OpenVINO itself run on the CPU only."""
     if dtype in ("int8", "int4", "mixed"):
         return f"{name} is made for the CPU's integer kernels and has no GPU path in compress; time it with " \
                "--speed-device cpu."
     if backend == "torch":
+        if dtype == "fp8":
+            reason = fp8_unavailable()
+            return f"{name} multiplies in float8 on a GPU with float8 units, and {reason}" if reason else None
         return None if dtype in torch_backend.HALF_DTYPES else f"{name} runs on the CPU only."
     if backend == "onnxruntime":
         return onnx_backend.onnxruntime_available() or ort_gpu_unavailable()
@@ -191,7 +196,8 @@ def load_artefact(directory: Path, threads: int, spinning: bool = False, device:
     if manifest["dtype"] == "int8":
         return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")
     if manifest["dtype"] == "fp8":
-        return TorchPredictor(torch_backend.load_fp8(weights, config), dtype="fp8", device=device)
+        return TorchPredictor(torch_backend.load_fp8(weights, config, compute=device == "cuda", device=device),
+                              dtype="fp8", device=device)
     return TorchPredictor(torch_backend.load_half(weights, config, manifest["dtype"]), dtype=manifest["dtype"],
                           device=device)
 

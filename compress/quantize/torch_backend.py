@@ -9,8 +9,10 @@ Half precision casts every tensor to bf16 (or fp16) and halves the bytes; it is 
 the CPU computes in that format natively (AVX512-BF16 or AMX for bf16; AVX512-FP16 or AMX-FP16 for fp16).
 
 float8 (e4m3) stores every linear weight and embedding table in one byte per weight with one fp32 scale per output
-channel (per row of a table); biases and layer norms stay fp32. No CPU computes in float8: the weights are widened to
-fp32 when loaded, so float8 saves bytes on disk and in transit here, not time or memory at run time.
+channel (per row of a table); biases and layer norms stay fp32. No CPU computes in float8: there the weights are
+widened to fp32 when loaded, so float8 saves bytes on disk and in transit, not time or memory at run time. A GPU with
+float8 units (compute capability 8.9: Ada, Hopper and later) multiplies in it (:class:`Float8Linear`), the rest of
+the model in bf16.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from torch import nn
 
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
-from compress.models.encoder import Encoder
+from compress.models.encoder import Encoder, shapes_only
 
 WEIGHTS = "model.safetensors"
 HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -149,18 +151,68 @@ def save_fp8(tensors: dict[str, torch.Tensor], path: Path) -> None:
     save_file(tensors, str(path))
 
 
-def load_fp8(path: Path, config: EncoderConfig) -> Encoder:
-    """The encoder written by :func:`save_fp8`, its float8 weights widened to fp32 (each times its row's scale)."""
-    tensors = load_file(str(path))
-    model = Encoder(config)
+class Float8Linear(nn.Module):
+    """A linear layer multiplied in float8 (``torch._scaled_mm``; a GPU's float8 units where it has them): the weight as
+    float8 stores it (e4m3, one fp32 scale per output channel), and each call's activations scaled the same way, one
+    scale per token (max|x_t| / 448), rounded to e4m3; the products accumulate in fp32 and come out in bf16, the bias
+    added there. ``torch._scaled_mm`` on a GPU takes matrices whose two sides are multiples of 16 (:func:`fits_fp8`)."""
+
+    def __init__(self, weight_fp8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight_fp8.shape
+        self.register_buffer("weight_fp8", weight_fp8.contiguous())   # [out, in]: its transpose is column-major
+        self.register_buffer("scale", scale.float().reshape(1, -1).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().to(torch.bfloat16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).float()
+        largest = rows.abs().amax(dim=1, keepdim=True)
+        x_scale = torch.where(largest > 0, largest / FP8_MAX, torch.ones_like(largest))
+        y = torch._scaled_mm((rows / x_scale).to(FP8), self.weight_fp8.t(), scale_a=x_scale, scale_b=self.scale,
+                             out_dtype=torch.bfloat16)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def fits_fp8(module: nn.Module) -> bool:
+    """Whether ``module`` is a linear layer :class:`Float8Linear` can take (both sides multiples of 16)."""
+    return type(module) is nn.Linear and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
+
+def fp8_encoder(tensors: dict[str, torch.Tensor], config: EncoderConfig, *, compute: bool = False,
+                device: torch.device | str = "cpu") -> Encoder:
+    """The encoder :func:`to_fp8`'s ``tensors`` hold, on ``device``: its float8 weights widened to fp32 (each times its
+    row's scale), or with ``compute`` (for a GPU with float8 units) in bf16 with every linear layer that fits
+    multiplied in float8 from the stored weights themselves (:class:`Float8Linear`; a shared one stays shared)."""
+    stored = [key[: -len(_FP8)] for key in tensors if key.endswith(_FP8)]   # the matrices float8 holds
     state = {k: v for k, v in tensors.items() if not k.endswith((_FP8, _SCALE))}
-    for key in tensors:
-        if key.endswith(_FP8):
-            name = key[: -len(_FP8)]
-            state[name + ".weight"] = tensors[key].float() * tensors[name + _SCALE].unsqueeze(1)
-    model.load_state_dict(state, strict=False)
-    missing = set(model.state_dict()) - set(state)
-    if missing:
-        raise CompressError(f"{path} lacks {len(missing)} of the model's tensors ({sorted(missing)[0]}, ...); "
-                            "it was not written by this compress.")
+    for name in stored:
+        state[name + ".weight"] = tensors[name + _FP8].float() * tensors[name + _SCALE].unsqueeze(1)
+    with shapes_only():
+        expected = set(Encoder(config).state_dict())
+    if expected - set(state):
+        missing = sorted(expected - set(state))
+        raise CompressError(f"the float8 weights lack {len(missing)} of the model's tensors ({missing[0]}, ...); "
+                            "they were not written by this compress.")
+    model = Encoder.holding(config, {k: state[k] for k in expected}, device=device,
+                            dtype=torch.bfloat16 if compute else torch.float32)
+    if compute:
+        modules = dict(model.named_modules())
+        swapped = {id(modules[name]): Float8Linear(tensors[name + _FP8].to(device), tensors[name + _SCALE].to(device),
+                                                   modules[name].bias)
+                   for name in stored if fits_fp8(modules[name])}
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if id(child) in swapped:
+                    setattr(parent, name, swapped[id(child)])
     return model.eval()
+
+
+def load_fp8(path: Path, config: EncoderConfig, *, compute: bool = False, device: torch.device | str = "cpu"
+             ) -> Encoder:
+    """The encoder written by :func:`save_fp8` (see :func:`fp8_encoder`)."""
+    try:
+        return fp8_encoder(load_file(str(path)), config, compute=compute, device=device)
+    except CompressError as error:
+        raise CompressError(f"{path}: {error}") from None
