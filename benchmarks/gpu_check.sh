@@ -137,7 +137,7 @@ fi
 # --- 3. The GPU speed table ---
 if wanted 3; then
 say "== 3. GPU speed table"
-part 120 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
+part 150 gpu-speed.log $PY benchmarks/gpu_speed.py --teacher "$LIKE" --out "$RESULTS/gpu-speed.json"
 fi
 
 # --- 4. The default comparison, trained on the GPU ---
