@@ -205,7 +205,7 @@ def test_float8_has_a_gpu_path_only_where_a_gpu_multiplies_in_it():
     if torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9):
         assert reason is None
     else:
-        assert reason is not None and reason.startswith("fp8 multiplies in float8 on a GPU with float8 units, and ")
+        assert reason is not None and reason.startswith("fp8 needs a GPU with float8 units to run on one: ")
     assert "integer kernels" in gpu_unavailable("int4", "int4", "onnxruntime")
 
 

@@ -79,7 +79,7 @@ def gpu_unavailable(name: str, dtype: str, backend: str) -> str | None:
     if backend == "torch":
         if dtype == "fp8":
             reason = fp8_unavailable()
-            return f"{name} multiplies in float8 on a GPU with float8 units, and {reason}" if reason else None
+            return f"{name} needs a GPU with float8 units to run on one: {reason}" if reason else None
         return None if dtype in torch_backend.HALF_DTYPES else f"{name} runs on the CPU only."
     if backend == "onnxruntime":
         return onnx_backend.onnxruntime_available() or ort_gpu_unavailable()
