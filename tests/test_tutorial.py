@@ -51,11 +51,12 @@ def tiny_flags(argv: list[str], teacher: str, csv: str, corpus: str) -> list[str
     if argv[:2] == ["compress", "run"]:   # a method or a pipeline, with options in brackets
         transforms = all(get_method(step.name).kind == "transform" for step in parse(argv[2]).steps)
         return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if transforms else list(STUDENT_FLAGS))
-    if argv[:2] == ["compress", "compare"]:
-        return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"]
+    if argv[:2] == ["compress", "compare"]:   # two seeds where it asks for three: intervals over seeds all the same
+        seeds = ["--seeds", "13,14"] if "--seeds" in argv else []
+        return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"] + seeds
     if argv[:2] == ["python", "benchmarks/quantization.py"]:
-        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2", "--passes", "1",
-                "--seq-len", "16", "--batch-size", "8"]
+        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2", "--repeats", "3",
+                "--passes", "1", "--seq-len", "16", "--batch-size", "8"]
     return []
 
 
