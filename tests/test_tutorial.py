@@ -55,8 +55,8 @@ def tiny_flags(argv: list[str], teacher: str, csv: str, corpus: str) -> list[str
         seeds = ["--seeds", "13,14"] if "--seeds" in argv else []
         return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"] + seeds
     if argv[:2] == ["python", "benchmarks/quantization.py"]:
-        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2", "--repeats", "3",
-                "--passes", "1", "--seq-len", "16", "--batch-size", "8"]
+        return ["--teacher", teacher, "--dataset", csv, "--threads", "1", "--warmup", "2", "--passes", "1",
+                "--seq-len", "16", "--batch-size", "8"]
     return []
 
 
