@@ -185,13 +185,13 @@ def test_a_float8_model_multiplies_in_float8_where_the_shapes_fit_and_answers_as
     widened = fp8_encoder(tensors, model.config)
     computed = fp8_encoder(tensors, model.config, compute=True)
     layers = {name for name, m in computed.named_modules() if isinstance(m, Float8Linear)}
-    # shared once: one block's query, key, value, output, intermediate, output, and the pooler; the classifier (3
-    # labels) and the factorized embedding's 32 -> 64 projection too where 16 divides both sides
+    # the one shared block's six matrices (each once), the pooler and the factorized embedding's 32 -> 64 projection:
+    # 16 divides both sides of each; not the classifier (3 labels), which stays in bf16
     assert layers == {"attention.0.query", "attention.0.key", "attention.0.value", "attention.0.output",
                       "ffn.0.intermediate", "ffn.0.output", "pooler", "embeddings.projection"}
     assert isinstance(computed.classifier, nn.Linear) and computed.classifier.weight.dtype == torch.bfloat16
-    assert torch.equal(computed.attention[0].query.weight_fp8.view(torch.uint8),
-                       tensors["attention.0.query.weight_fp8"].view(torch.uint8))   # the stored bytes, not rounded again
+    stored = tensors["attention.0.query.weight_fp8"]   # the stored bytes themselves, not rounded again
+    assert torch.equal(computed.attention[0].query.weight_fp8.view(torch.uint8), stored.view(torch.uint8))
     ids = torch.randint(1, 1000, (4, 12), generator=torch.Generator().manual_seed(2))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
     with torch.no_grad():
