@@ -128,6 +128,13 @@ def _fp8_matrices(model: nn.Module) -> dict[str, nn.Module]:
     return {name: m for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Embedding))}
 
 
+def _row_scales(matrix: torch.Tensor) -> torch.Tensor:
+    """Each row's float8 scale, ``[rows, 1]``: its largest magnitude over e4m3's (1 for a row of zeros, which stays
+    zeros)."""
+    largest = matrix.abs().amax(dim=1, keepdim=True)
+    return torch.where(largest > 0, largest / FP8_MAX, torch.ones_like(largest))
+
+
 def to_fp8(model: Encoder) -> dict[str, torch.Tensor]:
     """``model``'s tensors as float8 stores them: each matrix's rows scaled into e4m3's range (s_c = max|w_c| / 448,
     one fp32 scale per row: per output channel of a linear layer, per token of a table) and rounded to e4m3; every
@@ -136,8 +143,7 @@ def to_fp8(model: Encoder) -> dict[str, torch.Tensor]:
     tensors: dict[str, torch.Tensor] = {}
     for name, module in matrices.items():
         weight = module.weight.detach().float()
-        scale = weight.abs().amax(dim=1, keepdim=True) / FP8_MAX
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))   # a row of zeros stays zeros
+        scale = _row_scales(weight)
         tensors[name + _FP8] = (weight / scale).to(FP8).contiguous()
         tensors[name + _SCALE] = scale.squeeze(1).contiguous()
     weights = {name + ".weight" for name in matrices}
@@ -166,8 +172,7 @@ class Float8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
-        largest = rows.abs().amax(dim=1, keepdim=True)
-        x_scale = torch.where(largest > 0, largest / FP8_MAX, torch.ones_like(largest))
+        x_scale = _row_scales(rows)
         y = torch._scaled_mm((rows / x_scale).to(FP8), self.weight_fp8.t(), scale_a=x_scale, scale_b=self.scale,
                              out_dtype=torch.bfloat16)
         if self.bias is not None:
