@@ -3,16 +3,28 @@ removed and no recovery, in importance order (least important first) and in a se
 
 from __future__ import annotations
 
+import io
 import random
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from compress.models.encoder import Encoder
-from compress.prune.importance import Importance
-from compress.prune.structure import Keep, prune_model
+if TYPE_CHECKING:  # the record (HeadCurve) is read where torch is not imported: run records, reports
+    from compress.models.encoder import Encoder
+    from compress.prune.importance import Importance
 
 SHARES = tuple(i / 10 for i in range(10))   # 0%, 10%, ..., 90% of the heads removed
+
+
+@dataclass
+class HeadCurve:
+    """Test accuracy of the source with a share of its heads removed, least important first and at random."""
+
+    shares_removed: list[float]
+    heads: int
+    seed: int
+    importance: list[float]
+    random: list[float]
 
 
 def removal_order(importance: Importance, seed: int | None) -> list[tuple[int, int]]:
@@ -25,6 +37,8 @@ def removal_order(importance: Importance, seed: int | None) -> list[tuple[int, i
 
 
 def without_heads(model: Encoder, removed: list[tuple[int, int]]) -> Encoder:
+    from compress.prune.structure import Keep, prune_model
+
     config = model.config
     gone = set(removed)
     everything = Keep.everything(config)
@@ -33,31 +47,31 @@ def without_heads(model: Encoder, removed: list[tuple[int, int]]) -> Encoder:
 
 
 def head_curve(model: Encoder, importance: Importance, accuracy: Callable[[Encoder], float],
-               seed: int) -> dict[str, Any]:
+               seed: int) -> HeadCurve:
     """Accuracy (``accuracy(model)``, called 2 x 10 times) at each share of heads removed, for both orders."""
     total = sum(len(scores) for scores in importance.heads)
-    curves: dict[str, list[float]] = {}
-    for name, order in (("importance", removal_order(importance, None)), ("random", removal_order(importance, seed))):
-        curves[name] = [accuracy(without_heads(model, order[:round(share * total)])) for share in SHARES]
-    return {"shares_removed": list(SHARES), "heads": total, "seed": seed, **curves}
+
+    def along(order: list[tuple[int, int]]) -> list[float]:
+        return [accuracy(without_heads(model, order[:round(share * total)])) for share in SHARES]
+
+    return HeadCurve(list(SHARES), total, seed, importance=along(removal_order(importance, None)),
+                     random=along(removal_order(importance, seed)))
 
 
-def plot_head_curve(curve: dict[str, Any], path: Path, teacher_name: str) -> None:
-    """The curve as a PNG (matplotlib, no display)."""
-    import matplotlib
+def head_curve_png(curve: HeadCurve, teacher_name: str) -> bytes:
+    """The curve as PNG bytes (a matplotlib figure of its own: no display, no pyplot state)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    shares = [100 * s for s in curve["shares_removed"]]
-    ax.plot(shares, [100 * a for a in curve["importance"]], "o-", label="least important first (|dL/dxi_h|)")
-    ax.plot(shares, [100 * a for a in curve["random"]], "s--", label=f"random order (seed {curve['seed']})")
-    ax.set_xlabel(f"heads removed (% of {curve['heads']})")
+    fig = Figure(figsize=(6, 4), layout="tight")
+    ax = fig.add_subplot()
+    shares = [100 * s for s in curve.shares_removed]
+    ax.plot(shares, [100 * a for a in curve.importance], "o-", label="least important first (|dL/dxi_h|)")
+    ax.plot(shares, [100 * a for a in curve.random], "s--", label=f"random order (seed {curve.seed})")
+    ax.set_xlabel(f"heads removed (% of {curve.heads})")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{teacher_name}: heads removed without recovery")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    return buffer.getvalue()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compress.methods.prune.options import PruneOptions
+from compress.prune.curve import HeadCurve
 from compress.registry import Details
 
 
@@ -17,17 +18,6 @@ class PruneStep:
     kept: dict[str, list[Any]]    # compress.prune.structure.Keep as lists: heads, neurons (per block), layers
     params: int
     examples: int
-
-
-@dataclass
-class HeadCurve:
-    """Test accuracy of the source with a share of its heads removed, least important first and at random."""
-
-    shares_removed: list[float]
-    heads: int
-    seed: int
-    importance: list[float]
-    random: list[float]
 
 
 @dataclass

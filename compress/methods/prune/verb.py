@@ -10,7 +10,6 @@ with 0-90% of the source's heads removed, importance against random order) for t
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -29,13 +28,13 @@ from compress.distill.recipe import Recipe, Stage
 from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
-from compress.methods.prune.details import HeadCurve, PruneDetails, PruneStep
+from compress.methods.prune.details import PruneDetails, PruneStep
 from compress.methods.prune.options import PruneOptions
 from compress.models.accounting import count_parameters
 from compress.models.checkpoints import model_digest, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.prune.curve import SHARES, head_curve, plot_head_curve
+from compress.prune.curve import SHARES, head_curve, head_curve_png
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
@@ -129,7 +128,7 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
             with _bar(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick, \
                     autocast(scoring, device):
                 curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), context.seed)
-            files["head_curve.png"] = _plot(curve, context.name)
+            files["head_curve.png"] = head_curve_png(curve, context.name)
         keep = choose(pruned.config, importance, amount)
         pruned = prune_model(pruned, keep)
         first = first or keep
@@ -150,16 +149,9 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
         options=options, source_config=reference.config.to_dict(), layers_kept=list(first.layers),
         steps=[PruneStep(step["step"], step["kept"], step["params"], step["importance"]["examples"])
                for step in json.loads(files["importance.json"])],   # as written: the kept indices as lists
-        head_curve=HeadCurve(**curve) if curve else None)
+        head_curve=curve)
     return Transformed(pruned, details, files=files, stages=stages,
                        recipe=recovery_recipe(options, first.layers).to_dict())
-
-
-def _plot(curve: dict[str, Any], name: str) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "head_curve.png"
-        plot_head_curve(curve, path, name)
-        return path.read_bytes()
 
 
 def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:
