@@ -42,10 +42,14 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          checkpoint_every: int, speed_device: str, metric: str | None, **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
     methods from the registry."""
+    from compress.registry.pipeline import resolve
+
+    options = given_options(flags, set_)
+    resolve(method, list(then or []), options, target)   # a bad step, order or option: refused before torch loads
+
     from compress.runs.config import RunConfig
     from compress.runs.pipeline import run as run_method
 
-    options = given_options(flags, set_)
     config = RunConfig(
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe, options=options, epochs=epochs,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compress.errors import CompressError
-from compress.registry.method import Method, all_methods, families, format_value, get_method
+from compress.registry.method import Method, all_methods, families, flag_for, format_value, get_method, option_fields
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _BARE = re.compile(r'[^,\[\]+="\s]+')
@@ -140,6 +140,74 @@ def check(pipeline: Pipeline) -> list[Method]:
             raise CompressError(f"{method.name} cannot follow {before.name}: {before.name} gives a {before.gives} "
                                 f"model and {method.name} takes a {method.takes} one.")  # type: ignore[attr-defined]
     return methods
+
+
+@dataclass
+class ResolvedStep:
+    """One step of a pipeline, its options checked by its method: as given (``values``) and as built."""
+
+    method: Method
+    values: dict[str, Any]
+    options: Any
+
+
+def resolve(text: str, then: list[str], options: dict[str, Any], target: str = "teacher") -> list[ResolvedStep]:
+    """The steps of the pipeline ``text`` followed by each of ``then``, with every option given by flag or --set
+    (``options``) placed on the one step whose method takes it and each step's options built by its method;
+    ``target``: what a first transform takes (``teacher`` or a run directory). A bad step, order or option fails
+    here in one sentence, before anything but the registry is imported (``compress run`` checks this first)."""
+    pipeline = parse(text)
+    for more in then:
+        pipeline += parse(more)
+    methods = check(pipeline)
+    given = [dict(step.options) for step in pipeline.steps]
+    _place(options, methods, given)
+    if methods[0].kind == "student" and target != "teacher":
+        raise _for_transforms([], methods)
+    steps = []
+    for method, values in zip(methods, given):
+        values = method.option_values(values)
+        steps.append(ResolvedStep(method, values, method.options(**values)))
+    return steps
+
+
+def _place(options: dict[str, Any], methods: list[Method], given: list[dict[str, Any]]) -> None:
+    """Give each option (a flag or --set) to the one step whose method takes it."""
+    unplaced = []
+    for key, value in options.items():
+        takers = [i for i, m in enumerate(methods) if key in option_fields(m.options)]
+        if not takers:
+            unplaced.append(key)
+        elif len(takers) > 1:
+            names = " and ".join(methods[i].name for i in takers)
+            raise CompressError(f"{flag_for(key)} applies to {names}; give it inside the pipeline instead, "
+                                f"as {methods[takers[0]].name}[{key}=...].")
+        elif key in given[takers[0]]:
+            raise CompressError(f"{flag_for(key)} is given twice to {methods[takers[0]].name}: as a flag and "
+                                "inside the pipeline.")
+        else:
+            given[takers[0]][key] = value
+    if not unplaced:
+        return
+    takers = [m for m in all_methods() if any(k in option_fields(m.options) for k in unplaced)]
+    steps = "+".join(m.name for m in methods)
+    if takers and all(m.kind == "transform" for m in takers) and all(m.kind == "student" for m in methods):
+        raise _for_transforms(unplaced, methods)
+    if takers and all(m.kind == "student" for m in takers) and all(m.kind == "transform" for m in methods):
+        raise CompressError(f"{steps} trains nothing: student options ({', '.join(map(flag_for, unplaced))}), "
+                            "--epochs, --lr, --layer-map and --patience do not apply.")
+    known = sorted({f for m in methods for f in option_fields(m.options)})
+    raise CompressError(f"{', '.join(map(flag_for, unplaced))} do(es) not apply to {steps}; "
+                        f"it takes {', '.join(known) or 'no options'}.")
+
+
+def _for_transforms(keys: list[str], methods: list[Method]) -> CompressError:
+    """The error for --target or a transform's options given to a pipeline of students only."""
+    transforms = [m for m in all_methods("transform") if not keys or set(keys) & set(option_fields(m.options))]
+    flags = ["--target", *map(flag_for, keys)]
+    return CompressError(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for {families(transforms)} "
+                         f"({', '.join(m.name for m in transforms)}); {methods[0].name} trains a student (add "
+                         f"--then {transforms[0].name} to apply one to it afterwards).")
 
 
 def for_throughput(pipeline: Pipeline, batch_shape: str) -> Pipeline:

@@ -14,8 +14,8 @@ from typing import Any
 
 from compress.distributed import launched
 from compress.errors import CompressError
-from compress.registry import Method, StudentMethod, Transform, all_methods, families, flag_for, option_fields
-from compress.registry.pipeline import Step, check, parse
+from compress.registry import Method, StudentMethod, Transform
+from compress.registry.pipeline import Step, resolve
 from compress.runs.config import RunConfig, RunResult, check_out, check_task, claimed
 from compress.runs.distillation import check_student, distillation_run
 from compress.runs.writer import check_transform, transform_run
@@ -34,63 +34,15 @@ class PlannedStep:
 def plan(config: RunConfig) -> list[PlannedStep]:
     """The steps ``config`` asks for (its method or pipeline, then ``then``), with every option placed on
     the step that takes it; bad steps, orders and options fail here, in one sentence, before any work."""
-    pipeline = parse(config.method)
-    for more in config.then:
-        pipeline += parse(more)
-    methods = check(pipeline)
-    given = [dict(step.options) for step in pipeline.steps]
-    _place(config.options, methods, given)
-    if methods[0].kind == "student" and config.target != "teacher":
-        raise _for_transforms([], methods)
     steps = []
-    for i, (method, values) in enumerate(zip(methods, given)):
-        values = method.option_values(values)
+    for i, step in enumerate(resolve(config.method, config.then, config.options, config.target)):
         if i == 0:
-            step = replace(config, method=method.name, options=values, then=[])
+            run = replace(config, method=step.method.name, options=step.values, then=[])
         else:  # what the first step trains with is not a later step's; its input is the step before
-            step = replace(config, method=method.name, options=values, then=[], epochs=None, lr=None,
-                           layer_map=None, patience=None, target="teacher", out=None)
-        steps.append(PlannedStep(method, method.options(**values), step))
+            run = replace(config, method=step.method.name, options=step.values, then=[], epochs=None, lr=None,
+                          layer_map=None, patience=None, target="teacher", out=None)
+        steps.append(PlannedStep(step.method, step.options, run))
     return steps
-
-
-def _place(options: dict[str, Any], methods: list[Method], given: list[dict[str, Any]]) -> None:
-    """Give each option (a flag or --set) to the one step whose method takes it."""
-    unplaced = []
-    for key, value in options.items():
-        takers = [i for i, m in enumerate(methods) if key in option_fields(m.options)]
-        if not takers:
-            unplaced.append(key)
-        elif len(takers) > 1:
-            names = " and ".join(methods[i].name for i in takers)
-            raise CompressError(f"{flag_for(key)} applies to {names}; give it inside the pipeline instead, "
-                                f"as {methods[takers[0]].name}[{key}=...].")
-        elif key in given[takers[0]]:
-            raise CompressError(f"{flag_for(key)} is given twice to {methods[takers[0]].name}: as a flag and "
-                                "inside the pipeline.")
-        else:
-            given[takers[0]][key] = value
-    if not unplaced:
-        return
-    takers = [m for m in all_methods() if any(k in option_fields(m.options) for k in unplaced)]
-    steps = "+".join(m.name for m in methods)
-    if takers and all(m.kind == "transform" for m in takers) and all(m.kind == "student" for m in methods):
-        raise _for_transforms(unplaced, methods)
-    if takers and all(m.kind == "student" for m in takers) and all(m.kind == "transform" for m in methods):
-        raise CompressError(f"{steps} trains nothing: student options ({', '.join(map(flag_for, unplaced))}), "
-                            "--epochs, --lr, --layer-map and --patience do not apply.")
-    known = sorted({f for m in methods for f in option_fields(m.options)})
-    raise CompressError(f"{', '.join(map(flag_for, unplaced))} do(es) not apply to {steps}; "
-                        f"it takes {', '.join(known) or 'no options'}.")
-
-
-def _for_transforms(keys: list[str], methods: list[Method]) -> CompressError:
-    """The error for --target or a transform's options given to a pipeline of students only."""
-    transforms = [m for m in all_methods("transform") if not keys or set(keys) & set(option_fields(m.options))]
-    flags = ["--target", *map(flag_for, keys)]
-    return CompressError(f"{' and '.join(flags)} {'is' if len(flags) == 1 else 'are'} for {families(transforms)} "
-                         f"({', '.join(m.name for m in transforms)}); {methods[0].name} trains a student (add "
-                         f"--then {transforms[0].name} to apply one to it afterwards).")
 
 
 def check_student_inputs(chain: list[tuple[Method, Any]], teacher: str) -> None:
