@@ -179,17 +179,18 @@ def test_a_second_call_reuses_every_run_and_report_renders_again(compared):
     recorded = json.loads(as_made)
     assert recorded["options"].pop("batch_shape") == "filled"
     saved.write_text(json.dumps(recorded))
-    older = run_cli(*compared["args"], env=compared["env"])
+    older = run_cli(*compared["args"], "--methods", "int8", env=compared["env"])
     saved.write_text(as_made)   # the module's later tests read the run as it was made
     assert older.returncode == 0, older.stderr
-    assert json.loads(older.stdout)["reused"] == REUSED
+    assert json.loads(older.stdout)["reused"] == ["int8@13"]
 
-    # Threads change how speed is measured, not what was trained: still every run reused.
-    args = list(compared["args"])
+    # Threads change how speed is measured, not what was trained: a student and its pipeline are reused.
+    args = [*compared["args"], "--methods", "distilbert,distilbert+int8"]
     args[args.index("--threads") + 1] = "2"
     other = run_cli(*args, env=compared["env"])
     assert other.returncode == 0, other.stderr
-    assert json.loads(other.stdout)["reused"] == REUSED and json.loads(other.stdout)["threads"] == 2
+    assert json.loads(other.stdout)["reused"] == ["distilbert@13", "distilbert+int8@13"]
+    assert json.loads(other.stdout)["threads"] == 2
 
     (compared["out"] / "comparison.html").unlink()
     done = run_cli("report", str(compared["out"]))
