@@ -108,14 +108,13 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: LowRankOptions)
 
 def check(config: RunConfig, options: LowRankOptions) -> None:
     """Every check that needs no data, against the model it will be given when that exists already."""
-    from compress.methods.lowrank.verb import check_options, check_shape
+    from compress.methods.lowrank.verb import check_shape
     from compress.models.checkpoints import read_config
     from compress.teachers.registry import teacher_config
 
     if config.epochs or config.lr or config.layer_map or config.patience:
         raise CompressError("lowrank recovers with --recovery-epochs and --recovery-lr; --epochs, --lr, --layer-map "
                             "and --patience do not apply.")
-    check_options(options)
     check_shape(options, teacher_config(config.teacher) if config.target == "teacher" else
                 read_config(Path(config.target) / "student")[0])
 

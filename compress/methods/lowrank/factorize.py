@@ -28,7 +28,6 @@ from compress.distill.losses import hard_ce
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 
-WEIGHTINGS = ("svd", "fisher", "activation")
 RIDGE = 1e-6   # added to the input covariance, times its mean diagonal, so its Cholesky factor exists
 
 

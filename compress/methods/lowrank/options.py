@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compress.errors import CompressError
+
 WEIGHTINGS = ("svd", "fisher", "activation")
 ALLOCATIONS = ("energy", "uniform")
 
@@ -30,3 +32,22 @@ class LowRankOptions:
     recovery_epochs: int = field(default=2, metadata={
         "help": "epochs of distillation from the unfactorized model (0: training-free)."})
     recovery_lr: float = field(default=5e-5, metadata={"help": "learning rate of the recovery (default 5e-5)."})
+
+    def __post_init__(self) -> None:
+        """Every check of the options alone: a bad one is refused as it is given, before anything is loaded."""
+        if self.weighting not in WEIGHTINGS:
+            raise CompressError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}.")
+        if self.allocation not in ALLOCATIONS:
+            raise CompressError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {self.allocation!r}.")
+        if not 0 < self.keep <= 1:
+            raise CompressError(f"--keep is the share of the matrices' parameters to keep and must be in (0, 1], "
+                                f"got {self.keep}.")
+        for flag, value in (("--rank", self.rank), ("--embedding-rank", self.embedding_rank)):
+            if value is not None and value < 1:
+                raise CompressError(f"{flag} must be a positive integer, got {value}.")
+        for flag, value, least in (("--calibration-examples", self.calibration_examples, 1),
+                                   ("--recovery-epochs", self.recovery_epochs, 0)):
+            if value < least:
+                raise CompressError(f"{flag} must be an integer >= {least}, got {value}.")
+        if not self.recovery_lr > 0:
+            raise CompressError(f"--recovery-lr must be positive, got {self.recovery_lr}.")

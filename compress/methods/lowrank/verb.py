@@ -28,32 +28,12 @@ from compress.methods.lowrank.factorize import (
     uniform_ranks,
     weighted,
 )
-from compress.methods.lowrank.options import ALLOCATIONS, WEIGHTINGS, LowRankOptions
+from compress.methods.lowrank.options import LowRankOptions
 from compress.models.checkpoints import model_digest
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder, shapes_only
 from compress.registry import Context, Transformed
 from compress.training import seed_everything
-
-
-def check_options(options: LowRankOptions) -> None:
-    """Every check of the options alone, before any work."""
-    if options.weighting not in WEIGHTINGS:
-        raise CompressError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {options.weighting!r}.")
-    if options.allocation not in ALLOCATIONS:
-        raise CompressError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {options.allocation!r}.")
-    if not 0 < options.keep <= 1:
-        raise CompressError(f"--keep is the share of the matrices' parameters to keep and must be in (0, 1], "
-                            f"got {options.keep}.")
-    for flag, value in (("--rank", options.rank), ("--embedding-rank", options.embedding_rank)):
-        if value is not None and value < 1:
-            raise CompressError(f"{flag} must be a positive integer, got {value}.")
-    for flag, value, least in (("--calibration-examples", options.calibration_examples, 1),
-                               ("--recovery-epochs", options.recovery_epochs, 0)):
-        if value < least:
-            raise CompressError(f"{flag} must be an integer >= {least}, got {value}.")
-    if not options.recovery_lr > 0:
-        raise CompressError(f"--recovery-lr must be positive, got {options.recovery_lr}.")
 
 
 def check_shape(options: LowRankOptions, shape: EncoderConfig) -> None:
@@ -150,7 +130,6 @@ def statistics(model: Encoder, weighting: str, batches: list[dict[str, torch.Ten
 def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transformed:
     """``model`` factorized as ``options`` say, calibrated on ``context.data``'s training split, and recovered
     (when ``options.recovery_epochs``) by distillation from ``model`` itself, which is left as it was."""
-    check_options(options)
     check_shape(options, model.config)
     if context.data is None:
         raise CompressError("lowrank needs the task's data to calibrate and recover on (Context.data).")
