@@ -59,10 +59,6 @@ def pretrain(
 ) -> None:
     """Pre-train an ALBERT-shaped encoder with masked LM and a sentence objective (cached), and measure it on
     held-out documents: masked-LM accuracy, and its sentence head on SOP and on NSP pairs."""
-    from compress.pretrain.downstream import check_downstream, downstream, split_fingerprints
-    from compress.pretrain.run import check_pretrain, held_out_interval
-    from compress.pretrain.run import pretrain as run_pretrain
-
     started = time.perf_counter()
     objectives = list(OBJECTIVES) if objective == "all" else [o.strip() for o in objective.split(",")]
     configs = [PretrainConfig(objective=name, corpus=corpus, teacher=teacher, init=init,
@@ -72,6 +68,11 @@ def pretrain(
                for name in objectives]
     later = DownstreamConfig(datasets=tuple(d.strip() for d in downstream_datasets.split(",") if d.strip()),
                              out=out, epochs=downstream_epochs, device=device)
+    # The options were checked as the configs were made (no torch yet); what needs the teacher or data is next.
+    from compress.pretrain.downstream import check_downstream, downstream, split_fingerprints
+    from compress.pretrain.run import check_pretrain, held_out_interval
+    from compress.pretrain.run import pretrain as run_pretrain
+
     for config in configs:  # the check phase: every refusal before anything is fetched or trained
         check_pretrain(config, device)
     check_downstream(configs[0], later)
