@@ -7,16 +7,13 @@ import torch
 
 from compress.distributed import launched, world
 from compress.errors import CompressError
-
-DEVICES = ("auto", "cpu", "cuda")
-SPEED_DEVICES = ("cpu", "cuda")
+from compress.train_config import check_device_names
 
 
 def resolve_device(name: str = "auto") -> torch.device:
     """The device for ``name``; asking for ``cuda`` where there is none fails with one sentence. On CUDA, fp32
     matrix products run in TF32 where the card has it (:func:`use_tf32`)."""
-    if name not in DEVICES:
-        raise CompressError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}.")
+    check_device_names(name)
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -59,8 +56,7 @@ def use_tf32(device: torch.device) -> None:
 
 def check_speed_device(name: str) -> None:
     """One sentence, before any work, for a speed device that is unknown or absent here."""
-    if name not in SPEED_DEVICES:
-        raise CompressError(f"unknown --speed-device {name!r}; use one of {', '.join(SPEED_DEVICES)}.")
+    check_device_names("auto", name)
     if name == "cuda" and not torch.cuda.is_available():
         raise CompressError("--speed-device cuda was asked for but no CUDA device is available; "
                             "use --speed-device cpu.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from compress.errors import CompressError
 from compress.task_metrics import METRICS
 
 # Training precisions: the forward pass under torch.autocast in this dtype (see compress.training.PRECISIONS).
@@ -17,6 +18,20 @@ PRECISION_NAMES = ("fp32", "bf16", "fp16")
 # times a few steps of its own model in fp32 and bf16 and trains in the faster (compress.step_precision); elsewhere
 # fp32. A stage's record holds the precision it trained in and, when it measured, both step times.
 PRECISION_CHOICES = ("auto", *PRECISION_NAMES)
+FP16_OFF_CUDA = ("--precision fp16 trains on CUDA only (it needs loss scaling, and CPUs compute fp16 slowly); use "
+                 "--precision bf16 on the CPU, or --device cuda.")
+# Where training runs (auto: CUDA when present, else the CPU) and where speed is measured (compress.device).
+DEVICES = ("auto", "cpu", "cuda")
+SPEED_DEVICES = ("cpu", "cuda")
+
+
+def check_device_names(device: str, speed_device: str = "cpu") -> None:
+    """One sentence for a device or speed device name compress does not know (whether the device is here is
+    :mod:`compress.device`'s check)."""
+    if device not in DEVICES:
+        raise CompressError(f"unknown device {device!r}; use one of {', '.join(DEVICES)}.")
+    if speed_device not in SPEED_DEVICES:
+        raise CompressError(f"unknown --speed-device {speed_device!r}; use one of {', '.join(SPEED_DEVICES)}.")
 DEFAULT_EVERY = 500   # steps between checkpoints of unfinished training, besides every epoch end
 DEFAULT_SEED = 13     # every run's, and the first of a comparison's seeds
 # How much dev accuracy one more epoch is assumed to add at most when a run stops below a bar (TrainConfig.stop_below),

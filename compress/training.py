@@ -34,7 +34,7 @@ from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
 from compress.step_precision import TIMED_STEPS, choose_precision, shape_key
-from compress.train_config import PRECISION_NAMES, TrainConfig
+from compress.train_config import FP16_OFF_CUDA, PRECISION_NAMES, TrainConfig
 
 Batch = dict[str, torch.Tensor]
 # A loss function returns the loss to minimise and its named parts (floats, for the log).
@@ -96,8 +96,7 @@ def _on_cuda(device: str) -> bool:
 def check_precision(precision: str, device: torch.device) -> None:
     """One sentence, before any training, when ``precision`` (a known one) cannot train on ``device``."""
     if precision == "fp16" and device.type != "cuda":
-        raise CompressError("--precision fp16 trains on CUDA only (it needs loss scaling, and CPUs compute fp16 "
-                            "slowly); use --precision bf16 on the CPU, or --device cuda.")
+        raise CompressError(FP16_OFF_CUDA)
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise CompressError(f"--precision bf16 was asked for but {torch.cuda.get_device_name(device)} does not "
                             "compute bf16; use --precision fp16 or auto.")

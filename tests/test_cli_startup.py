@@ -48,7 +48,13 @@ LIGHT_REFUSALS = [["run", "pruning"], ["run", "int8+distilbert"], ["run", "disti
                   ["run", "distilbert[width=3]"], ["run", "distilbert", "--sharing", "all"],
                   ["run", "distilbert", "--target", "runs/x"], ["run", "albert[sharing=all"],
                   ["run", "lowrank", "--keep", "1.5"], ["pretrain", "--objective", "mlm+"],
-                  ["pretrain", "--mlm-weight", "0"]]
+                  ["pretrain", "--mlm-weight", "0"],
+                  # the run's own settings (RunConfig) and a quantization's options, refused by their values
+                  ["run", "distilbert", "--precision", "fp8"], ["run", "distilbert", "--checkpoint-every", "-1"],
+                  ["run", "distilbert", "--speed-device", "tpu"], ["run", "distilbert", "--device", "tpu"],
+                  ["run", "distilbert", "--precision", "fp16", "--device", "cpu"],
+                  ["run", "int8", "--backend", "tvm"], ["run", "int8", "--choose-by", "speed"],
+                  ["run", "int8", "--target", "no/such/run"]]
 
 
 def _env(**more: str) -> dict[str, str]:

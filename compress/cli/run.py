@@ -48,9 +48,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
     resolve(method, list(then or []), options, target)   # a bad step, order or option: refused before torch loads
 
     from compress.runs.config import RunConfig
-    from compress.runs.pipeline import run as run_method
 
-    config = RunConfig(
+    config = RunConfig(   # its own values checked: refused before torch loads too
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
         text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe, options=options, epochs=epochs,
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
@@ -59,6 +58,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         checkpoint_every=checkpoint_every, speed_device=speed_device, metric=metric,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size, teacher_layer_decay),
     )
+    from compress.runs.pipeline import run as run_method
+
     result = run_method(config, show_progress=not as_json)
     if result.record is None:  # another rank of a data-parallel run: rank 0 reports
         return

@@ -25,21 +25,19 @@ from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, openvino_backend, torch_backend
-from compress.quantize.formats import QuantMethod
+from compress.quantize.formats import QuantMethod, check_backend
 from compress.quantize.openvino_backend import OvPredictor
 from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor, ort_gpu_unavailable
 
 MANIFEST = "quantized.json"
 FORMAT_VERSION = 1
-BACKENDS = ("torch", "onnxruntime", "openvino")
 
 
 def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
     """The backends to build: all the method supports for ``auto``, else the one asked for (if supported)."""
     if backend == "auto":
         return list(method.backends)
-    if backend not in BACKENDS:
-        raise CompressError(f"unknown backend {backend!r}; choose {', '.join(BACKENDS)} or auto.")
+    check_backend(backend)
     if backend not in method.backends:
         raise CompressError(f"{method.name} runs on {' or '.join(method.backends)}, not {backend}.")
     return [backend]

@@ -5,6 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compress.errors import CompressError
+
+BACKENDS = ("torch", "onnxruntime", "openvino")
+
+
+def check_backend(name: str) -> None:
+    """One sentence for a backend name compress does not know (``auto`` chooses among :data:`BACKENDS`)."""
+    if name != "auto" and name not in BACKENDS:
+        raise CompressError(f"unknown backend {name!r}; choose {', '.join(BACKENDS)} or auto.")
+
 
 @dataclass(frozen=True)
 class QuantMethod:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from compress.errors import CompressError
@@ -164,6 +165,8 @@ def resolve(text: str, then: list[str], options: dict[str, Any], target: str = "
     _place(options, methods, given)
     if methods[0].kind == "student" and target != "teacher":
         raise _for_transforms([], methods)
+    if target != "teacher" and not Path(target).is_dir():
+        raise CompressError(f"--target must be 'teacher' or a run directory; {target!r} is neither.")
     steps = []
     for method, values in zip(methods, given):
         values = method.option_values(values)

@@ -1,4 +1,8 @@
-"""What one `compress run` is asked to do, what it gives back, and where it writes."""
+"""What one `compress run` is asked to do, what it gives back, and where it writes.
+
+Importable without torch: a :class:`RunConfig` refuses what its values alone show to be wrong before torch, the
+data or a teacher loads (the CLI makes one before it imports the run's modules).
+"""
 
 from __future__ import annotations
 
@@ -9,22 +13,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compress.data.load import check_dataset, dataset_args, load_task
-from compress.data.task import TaskData
-from compress.device import check_speed_device
-from compress.distributed import world
 from compress.errors import CompressError
 from compress.ownership import foreign, mark_run, owned
 from compress.paths import atomic_dir, locked, notice
-from compress.reports.records import RunRecord
-from compress.resume import DEFAULT_EVERY
 from compress.task_metrics import METRICS, resolve_metric
-from compress.teachers.finetune import FinetuneConfig
 from compress.teachers.registry import DEFAULT_TEACHER
-from compress.train_config import DEFAULT_SEED, PRECISION_CHOICES
-from compress.training import run_precision
+from compress.train_config import (
+    DEFAULT_EVERY,
+    DEFAULT_SEED,
+    FP16_OFF_CUDA,
+    PRECISION_CHOICES,
+    FinetuneConfig,
+    check_device_names,
+)
+
+if TYPE_CHECKING:
+    from compress.data.task import TaskData
+    from compress.reports.records import RunRecord
 
 
 @dataclass
@@ -80,13 +87,20 @@ class RunConfig:
             raise CompressError(f"--lr must be positive, got {self.lr}.")
         if self.checkpoint_every < 0:
             raise CompressError(f"--checkpoint-every must be 0 (epoch ends only) or more, got {self.checkpoint_every}.")
-        check_speed_device(self.speed_device)
         if self.metric is not None and self.metric not in METRICS:
             raise CompressError(f"unknown --metric {self.metric!r}; use one of {', '.join(METRICS)}.")
         if self.hold_out < 0:
             raise CompressError(f"the examples held out to select on must be 0 or more, got {self.hold_out}.")
         if self.precision not in PRECISION_CHOICES:
             raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
+        check_device_names(self.device, self.speed_device)
+        if self.precision == "fp16" and self.device == "cpu":
+            raise CompressError(FP16_OFF_CUDA)
+        # What needs torch (is a GPU here? does this CPU compute bf16?) comes last.
+        from compress.device import check_speed_device
+        from compress.training import run_precision
+
+        check_speed_device(self.speed_device)
         # auto becomes fp32 where this device would emulate bf16, and stays auto (each stage times both and
         # trains in the faster, its record says which) where it computes bf16; a comparison reuses a run only
         # when it was asked for the same.
@@ -170,6 +184,8 @@ def claimed(out: Path, overwrite: bool) -> Iterator[Path]:
     A second process writing the same directory fails at once with one line instead of racing this
     one; temporary directories left beside ``out`` by a killed run are removed.
     """
+    from compress.distributed import world
+
     if not world().is_main:  # rank 0 writes the run; the other ranks of a data-parallel run only train
         yield out
         return
@@ -186,6 +202,8 @@ def run_directory(out: Path) -> Iterator[Path]:
     """Where a run writes its files: a temporary sibling of ``out`` that replaces it when the run completes
     (:func:`compress.paths.atomic_dir`); on the other ranks of a data-parallel run, a directory thrown
     away after (rank 0 writes the run)."""
+    from compress.distributed import world
+
     if world().is_main:
         with atomic_dir(out) as tmp:
             yield tmp
@@ -201,6 +219,8 @@ def run_task(config: RunConfig) -> TaskData:
     Raises:
         CompressError: ``--metric`` does not score the task (one sentence).
     """
+    from compress.data.load import dataset_args, load_task
+
     task = load_task(**dataset_args(config)).hold_out(config.hold_out)
     resolve_metric(config.metric, regression=task.regression, classes=task.num_labels)
     return task
@@ -208,4 +228,6 @@ def run_task(config: RunConfig) -> TaskData:
 
 def check_task(config: RunConfig) -> None:
     """Refuse a dataset :func:`run_task` could not load, without fetching it (a local file is read)."""
+    from compress.data.load import check_dataset, dataset_args
+
     check_dataset(**dataset_args(config))

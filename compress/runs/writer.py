@@ -36,7 +36,6 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.splits import SELECT
 from compress.device import resolve_device
-from compress.errors import CompressError
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions, save_predictions
@@ -60,10 +59,8 @@ def train_settings(config: RunConfig) -> TrainSettings:
 
 
 def check_transform(config: RunConfig, method: Transform, options: Any) -> None:
-    """Every check of a transform's run that needs no data (the method's own and its --target), so a pipeline
-    fails before its first step trains."""
-    if config.target != "teacher" and not Path(config.target).is_dir():
-        raise CompressError(f"--target must be 'teacher' or a run directory; {config.target!r} is neither.")
+    """Every check of a transform's run that needs no data (the method's own; its --target is checked with the
+    pipeline: :func:`compress.registry.pipeline.resolve`), so a pipeline fails before its first step trains."""
     method.check(config, options)
 
 

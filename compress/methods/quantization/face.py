@@ -14,7 +14,7 @@ from compress.errors import CompressError
 from compress.methods.quantization.details import QuantDetails
 from compress.methods.quantization.report import report_lines, summary_lines
 from compress.models.config import EncoderConfig
-from compress.quantize.formats import QuantMethod
+from compress.quantize.formats import QuantMethod, check_backend
 from compress.registry import Context, Transform, Transformed, all_methods, register
 
 if TYPE_CHECKING:
@@ -40,6 +40,18 @@ class QuantOptions:
                 "length), real (test sentences at their own lengths), padded (to the longest) or bucketed (by "
                 "length): the shape a server batches in.", "added_later": True})
 
+    def __post_init__(self) -> None:
+        """The checks the values alone allow (whether this format runs on the backend is its method's check)."""
+        check_backend(self.backend)
+        if self.choose_by not in ("latency", "throughput"):
+            raise CompressError(f"--choose-by must be latency or throughput, got {self.choose_by!r}.")
+        if self.batch_shape != "filled" and self.choose_by != "throughput":
+            raise CompressError(f"--batch-shape {self.batch_shape} shapes the batches --choose-by throughput "
+                                "times; with --choose-by latency a backend is chosen at batch 1.")
+        if not 0 < self.min_retention <= 1:
+            raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
+                                f"got {self.min_retention}.")
+
 
 @dataclass
 class GroupedOptions(QuantOptions):
@@ -50,6 +62,7 @@ class GroupedOptions(QuantOptions):
                 "fp32, more bytes of scales: 32 adds one bit per weight, 128 a quarter).", "search": (32, 128)})
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.group_size not in GROUP_SIZES:
             raise CompressError(f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got "
                                 f"{self.group_size}.")
@@ -84,7 +97,7 @@ class AwareOptions(QuantOptions):
     recovery_lr: float = field(default=5e-5, metadata={"help": "learning rate of that training (default 5e-5)."})
 
     def __post_init__(self) -> None:
-        getattr(super(), "__post_init__", lambda: None)()   # a weight-only format's group size (AwareGroupedOptions)
+        super().__post_init__()   # a weight-only format's group size too (AwareGroupedOptions)
         if self.recovery_epochs < 1:
             raise CompressError(f"recovery_epochs must be at least 1 (0 epochs is post-training quantization), got "
                                 f"{self.recovery_epochs}.")
@@ -229,15 +242,7 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
                                 f"{name} trains nothing: student options, --epochs, --lr, --layer-map "
                                 "and --patience do not apply.")
         usable_backends(fmt, options.backend, getattr(config, "speed_device", "cpu"))
-        if options.choose_by not in ("latency", "throughput"):
-            raise CompressError(f"--choose-by must be latency or throughput, got {options.choose_by!r}.")
         check_batch_shape(options.batch_shape)
-        if options.batch_shape != "filled" and options.choose_by != "throughput":
-            raise CompressError(f"--batch-shape {options.batch_shape} shapes the batches --choose-by throughput "
-                                "times; with --choose-by latency a backend is chosen at batch 1.")
-        if not 0 < options.min_retention <= 1:
-            raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
-                                f"got {options.min_retention}.")
 
     def resolved(options: QuantOptions) -> QuantOptions:
         """An aware format trains for one backend's rounding: ``auto`` is its first (there is no choosing after)."""
