@@ -301,6 +301,28 @@ def test_another_directory_reuses_the_runs_from_the_store_with_its_own_paths(com
     assert json.loads(retrained.stdout)["reused"] == [] and "damaged" in retrained.stderr
 
 
+def test_the_runs_compress_run_finished_are_reused_by_a_comparison(compared):
+    """Each step `compress run` finishes is kept in the run store: a comparison elsewhere that asks for the same runs
+    (the same settings, with a seed no comparison here trained) trains nothing, and its rows hold the runs' models."""
+    root = compared["root"]
+    pipeline = "distilbert+int8[backend=onnxruntime]"
+    settings = [a for a in FAST if a not in ("--repeats", "3")]   # the comparison's training, as `compress run` takes it
+    made = run_cli("run", pipeline, "--teacher", str(root / "teacher"), "--dataset", str(compared["csv"]),
+                   "--out", str(root / "made"), "--seed", "21", *settings, "--json", env=compared["env"])
+    assert made.returncode == 0, made.stderr
+    runs = json.loads(made.stdout)
+    args = [*compared["args"], "--methods", f"distilbert,{pipeline}", "--seed", "21"]
+    args[args.index("--out") + 1] = str(root / "after-run")
+    done = run_cli(*args, env=compared["env"])
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["reused"] == ["distilbert@21", f"{pipeline}@21"] and data["time"]["runs_made"] == 0
+    rows = {m["method"]: m for m in data["methods"]}
+    assert rows["distilbert"]["accuracy"] == runs["student"]["accuracy"]
+    assert rows[pipeline]["accuracy"] == runs["chained"]["student"]["accuracy"]
+    assert rows[pipeline]["size_bytes"] == runs["chained"]["student"]["size_bytes"]
+
+
 def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
     script = "import sys; sys.modules['ray'] = None; from compress.cli.app import main; main()"
     done = subprocess.run([sys.executable, "-c", script, "compare", "--teacher", str(compared["root"] / "teacher"),

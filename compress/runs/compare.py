@@ -75,7 +75,6 @@ from compress.reports.records import (
     ComparedTeacher,
     Comparison,
     DatasetRecord,
-    IntervalRecord,
     RunRecord,
     Section,
     SeedResult,
@@ -84,7 +83,7 @@ from compress.reports.records import (
 from compress.reports.run_record import explanation
 from compress.runs.config import RunConfig, result_settings
 from compress.runs.distillation import check_student
-from compress.runs.store import keep, restore, run_key
+from compress.runs.store import restore, run_key
 from compress.runs.executors import Executor, run_all
 from compress.runs.paired import (
     SETTINGS,
@@ -368,9 +367,9 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
                   split_fingerprint: str, show_progress: bool = True) -> tuple[Path, RunRecord, bool]:
     """One run of the comparison, after its parent's: reused when its directory under ``out/runs`` already
     holds it as this configuration (and the parent as it is now) would make it, with its test predictions
-    intact, or when the run store holds it from another directory (:mod:`compress.runs.store`), else trained
-    (resuming an unfinished one from its checkpoint) and kept in the store. Returns its directory, its record and
-    whether it was reused."""
+    intact, or when the run store holds it from another directory or an earlier `compress run`
+    (:mod:`compress.runs.store`), else trained (resuming an unfinished one from its checkpoint), which keeps it in
+    the store (:func:`compress.runs.pipeline.run`). Returns its directory, its record and whether it was reused."""
     run_dir = run_dir_of(out, step.planned.name, step.seed)
     run_config = _run_config(config, step.planned, str(parent[0]) if parent else "teacher", run_dir, step.seed)
     chain = parent[1].chain if parent else None
@@ -383,10 +382,7 @@ def _run_or_reuse(config: CompareConfig, step: SeededRun, out: Path, parent: tup
         record = completed_run(run_dir, run_config, split_fingerprint, chain)
         if record is not None:
             return run_dir, record, True
-    record = run(run_config, show_progress).record
-    if key and record is not None:   # None: another rank of a data-parallel run; rank 0 keeps it
-        keep(key, run_dir)
-    return run_dir, record, False
+    return run_dir, run(run_config, show_progress).record, False   # run() keeps it in the store
 
 
 def run_predictor(record: RunRecord, run_dir: Path, threads: int, teacher_vocab: dict[str, int],

@@ -2,7 +2,9 @@
 the first one does any work, each writing its own run directory that records its parent.
 
 A student method's step is a distillation run (:mod:`compress.runs.distillation`); a transform's
-step applies the method's verb through the run writer (:func:`compress.runs.writer.transform_run`).
+step applies the method's verb through the run writer (:func:`compress.runs.writer.transform_run`). Each finished
+step is kept in the run store (:mod:`compress.runs.store`), so a comparison or search that asks for the same run, in
+any directory, reuses it instead of training it again.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from compress.distributed import launched
 from compress.errors import CompressError
 from compress.registry import Method, StudentMethod, Transform
 from compress.registry.pipeline import Step, resolve
+from compress.reports.records import RunRecord, read_run_record
 from compress.runs.config import RunConfig, RunResult, check_out, check_task, claimed
 from compress.runs.distillation import check_student, distillation_run
+from compress.runs.store import keep, run_key
 from compress.runs.writer import check_transform, transform_run
 from compress.teachers.registry import teacher_config
 
@@ -92,10 +96,22 @@ def run(config: RunConfig, show_progress: bool = True) -> RunResult:
             result = distillation_run(first.config, show_progress, pipeline=pipeline)
         else:
             result = transform_run(first.config, first.method, first.options, show_progress, pipeline)
+        _keep(result, first.config, None if config.target == "teacher" else read_run_record(config.target))
         previous = result
         for step in steps[1:]:
             step_config = replace(step.config, target=str(previous.directory),
                                   out=f"{previous.directory}-{step.method.name}")
             previous.chained = transform_run(step_config, step.method, step.options, show_progress, pipeline)
+            _keep(previous.chained, step_config, previous.record)
             previous = previous.chained
     return result
+
+
+def _keep(step: RunResult, config: RunConfig, parent: RunRecord | None) -> None:
+    """Keep a finished step, made with ``config`` from ``parent``'s model (None: the teacher's), in the run store.
+    Not kept: a data-parallel run (its processes split each batch, so it is another run than one process's: only
+    rank 0 has its record), and a step whose parent was made before runs kept their predictions (the key names the
+    parent by them)."""
+    if step.record is None or launched() or (parent is not None and parent.predictions is None):
+        return
+    keep(run_key(config, parent, step.record.dataset.fingerprint), step.directory)

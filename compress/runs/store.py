@@ -1,8 +1,8 @@
 """Finished runs kept under the cache root, content-addressed, so a run made once is reused by every comparison and
 search that asks for it again, whatever its ``--out``.
 
-A comparison (and a search, which trains through it) keeps each run it trains as ``run-store/KEY/``: the run
-directory as it was written, hard-linked where the cache shares the run's filesystem, with ``checksums.json``
+Every run that finishes, whether `compress run` made it or a comparison or a search did (they train through
+:func:`compress.runs.pipeline.run`), is kept as ``run-store/KEY/``: the run directory as it was written, hard-linked where the cache shares the run's filesystem, with ``checksums.json``
 verified before every use, built under the entry's lock, like every cache entry (:mod:`compress.cache`). KEY is a
 digest of what decides the run's result and nothing else: its settings as
 :func:`~compress.runs.config.result_settings` keeps them (not where it is written) with the bar a search may stop it
