@@ -30,7 +30,8 @@ from matplotlib.figure import Figure
 
 from compress.registry.method import format_value
 from compress.reports.comparison_data import ShownComparison, ShownMethod, read_comparison
-from compress.runs.compare import CompareConfig, compare
+from compress.runs.compare import compare
+from compress.runs.compare_plan import CompareConfig
 
 START_OPTIONS = {"default": {},
                  "svd": {"shared_init": "average"},

@@ -54,7 +54,11 @@ LIGHT_REFUSALS = [["run", "pruning"], ["run", "int8+distilbert"], ["run", "disti
                   ["run", "distilbert", "--speed-device", "tpu"], ["run", "distilbert", "--device", "tpu"],
                   ["run", "distilbert", "--precision", "fp16", "--device", "cpu"],
                   ["run", "int8", "--backend", "tvm"], ["run", "int8", "--choose-by", "speed"],
-                  ["run", "int8", "--target", "no/such/run"]]
+                  ["run", "int8", "--target", "no/such/run"],
+                  # a comparison's methods and settings (compress.runs.compare_plan)
+                  ["compare", "--methods", "nosuch"], ["compare", "--methods", "int8[backend=tvm]"],
+                  ["compare", "--seeds", "x"], ["compare", "--precision", "fp8"], ["compare", "--repeats", "0"],
+                  ["compare", "--methods", "int8", "--epochs", "0"]]
 
 
 def _env(**more: str) -> dict[str, str]:

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
-from compress.bench.machine import cpu_features
-from compress.quantize.torch_backend import half_available
+from compress.bench.machine import cpu_features, half_available
 from compress.registry import all_methods, names
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase, time_phrase
 from compress.reports.records import Comparison
-from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs, run_dir_of
+from compress.runs.compare import run_dir_of
+from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs
 from compress.training import run_precision
 
 pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py

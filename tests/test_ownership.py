@@ -18,7 +18,8 @@ from helpers import make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.errors import CompressError
 from compress.ownership import MARKER, foreign, mark_comparison, mark_run, owned
-from compress.runs.compare import plan_runs, run_dir_name, run_dir_of
+from compress.runs.compare import run_dir_name, run_dir_of
+from compress.runs.compare_plan import plan_runs
 
 TEACHER_FLAGS = ("--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3")
 FAST = ("--epochs", "1", "--batch-size", "16", *TEACHER_FLAGS, "--threads", "1", "--repeats", "2")

@@ -7,7 +7,7 @@ import pytest
 from compress.errors import CompressError
 from compress.registry import all_methods, families, names
 from compress.registry.pipeline import Pipeline, Step, check, parse, split_list
-from compress.runs.compare import plan_runs
+from compress.runs.compare_plan import plan_runs
 
 
 @pytest.mark.parametrize("text", [

@@ -106,7 +106,7 @@ def test_auto_precision_is_timed_only_where_the_cpu_computes_bf16(monkeypatch, f
     computes bf16 the run keeps ``auto`` and each stage times both. Forward passes that are not timed (pruning's
     scoring) take bf16 there. A precision asked for by name is kept whatever the CPU."""
     from compress.bench import machine
-    from compress.runs.compare import CompareConfig
+    from compress.runs.compare_plan import CompareConfig
     from compress.runs.config import RunConfig
     from compress.training import resolve_precision, run_precision
 

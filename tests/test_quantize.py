@@ -12,6 +12,7 @@ import pytest
 import torch
 from helpers import REPO, padded_batch, tiny_config
 
+from compress.bench.machine import half_available
 from compress.errors import CompressError
 from compress.methods.quantization import quant_format
 from compress.methods.quantization.verb import choose, usable_backends
@@ -300,7 +301,7 @@ def test_openvino_is_used_without_its_telemetry(tmp_path):
 
 
 def test_half_precision_needs_cpu_support_to_be_fast():
-    assert torch_backend.half_available("bf16", {"avx512_bf16": True}) is None
-    assert torch_backend.half_available("bf16", {"amx_bf16": True}) is None
-    assert "emulated" in torch_backend.half_available("bf16", {"avx2": True})
-    assert "try bf16" in torch_backend.half_available("fp16", {"avx512_bf16": True})
+    assert half_available("bf16", {"avx512_bf16": True}) is None
+    assert half_available("bf16", {"amx_bf16": True}) is None
+    assert "emulated" in half_available("bf16", {"avx2": True})
+    assert "try bf16" in half_available("fp16", {"avx512_bf16": True})

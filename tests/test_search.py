@@ -219,7 +219,8 @@ def test_a_stage_stops_once_its_dev_accuracy_cannot_reach_the_bar():
 
 
 def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny, tmp_path, monkeypatch):
-    from compress.runs.compare import CompareConfig, _run_or_reuse, plan_runs, plan_seeds
+    from compress.runs.compare import _run_or_reuse
+    from compress.runs.compare_plan import CompareConfig, plan_runs, plan_seeds
     from compress.teachers.finetune import FinetuneConfig
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])

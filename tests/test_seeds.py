@@ -14,7 +14,7 @@ from compress.predictions import Predictions, load_predictions, save_predictions
 from compress.reports.comparison import render_markdown
 from compress.reports.comparison_data import read_comparison
 from compress.reports.verdicts import front_names, verdicts
-from compress.runs.compare import parse_seeds, plan_runs, plan_seeds
+from compress.runs.compare_plan import parse_seeds, plan_runs, plan_seeds
 from compress.stats import ratio_quartiles
 
 

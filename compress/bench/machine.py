@@ -1,4 +1,6 @@
-"""The machine, software and code a measurement was taken with, as a JSON-ready manifest."""
+"""The machine, software and code a measurement was taken with, as a JSON-ready manifest; and what this CPU computes
+natively (read from /proc/cpuinfo, without torch: `compress compare` asks it for its default set before torch
+loads)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 import compress
 from compress.bench.measurement import CpuInfo, Manifest
+
+if TYPE_CHECKING:
+    import torch
 
 _CPUINFO = Path("/proc/cpuinfo")
 
@@ -21,6 +25,8 @@ CPU_FEATURES = (
     "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
     "amx_bf16", "amx_int8", "amx_tile", "avx_vnni",
 )
+
+HALF_NAMES = ("bf16", "fp16")   # the half precisions a CPU may compute natively (half_available)
 
 PACKAGES = ("compress", "torch", "transformers", "onnx", "onnxruntime", "numpy", "scikit-learn", "datasets")
 
@@ -45,6 +51,8 @@ def cpu_model() -> str:
 
 def device_name(device: torch.device | str) -> str:
     """What a record says a device is: the GPU's name on CUDA, the CPU's model otherwise."""
+    import torch
+
     device = torch.device(device)
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
 
@@ -55,8 +63,22 @@ def cpu_features() -> dict[str, bool]:
     return {feature: feature in flags for feature in CPU_FEATURES}
 
 
+def half_available(dtype: str, features: dict[str, bool]) -> str | None:
+    """None when the CPU computes in ``dtype`` natively, else why not (one sentence)."""
+    if dtype == "bf16":
+        if features.get("avx512_bf16") or features.get("amx_bf16"):
+            return None
+        return "this CPU has neither AVX512-BF16 nor AMX, so bf16 runs emulated and slower than fp32."
+    if features.get("avx512_fp16") or features.get("amx_fp16"):
+        return None
+    instead = "bf16 or int8" if half_available("bf16", features) is None else "int8"
+    return f"this CPU has neither AVX512-FP16 nor AMX-FP16, so fp16 runs emulated; try {instead}."
+
+
 def torch_cpu_capability() -> str:
     """The vector instruction set torch dispatches its CPU kernels to, e.g. ``AVX2``."""
+    import torch
+
     return str(torch.backends.cpu.get_cpu_capability())
 
 

@@ -42,7 +42,7 @@ from compress.teachers.registry import DEFAULT_TEACHER
 
 if TYPE_CHECKING:
     from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
-    from compress.runs.compare import CompareConfig
+    from compress.runs.compare_plan import CompareConfig
 
 
 def compare(
@@ -103,9 +103,14 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print comparison.json instead of a table."),
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
-    from compress.runs.compare import compare as run_compare
+    from compress.runs.compare_plan import plan_runs, run_config_of
 
     config = _compare_config(ctx, config_file, like, ignore_versions)
+    # A bad method, pipeline or option, then a bad value of the settings every run takes (precision, device,
+    # metric...): refused before torch loads.
+    run_config_of(config, plan_runs(config.methods)[0], "teacher")
+    from compress.runs.compare import compare as run_compare
+
     say = (lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     from compress.runs.across_tasks import compare_tasks, datasets_of
 
@@ -134,7 +139,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     options given on this command line, each over the one before; defaults where none says."""
     from compress.errors import CompressError
     from compress.registry.pipeline import split_list
-    from compress.runs.compare import CompareConfig, checked_seeds, chosen_by, parse_seeds
+    from compress.runs.compare_plan import CompareConfig, chosen_by, parse_seeds
     from compress.runs.declared import SETTINGS, read_declared
     from compress.runs.executors import Executor
     from compress.train_config import DEFAULT_SEED
@@ -151,11 +156,18 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     if explicit & {"seed", "seeds"}:   # one seed or several: what this command line says replaces what was declared
         declared = {k: v for k, v in declared.items() if k not in ("seed", "seeds")}
     s = given | {k: v for k, v in declared.items() if k not in explicit}
-    config = CompareConfig(
+    # The default set asks the CPU what it computes (bf16, fp16): made only when no method is given.
+    methods = {} if s["methods"] is None else \
+        {"methods": split_list(s["methods"]) if isinstance(s["methods"], str) else list(s["methods"])}
+    if s["seeds"] is not None and s["seed"] is not None:
+        raise CompressError("give --seed (one seed) or --seeds (several), not both.")
+    seeds = [DEFAULT_SEED if s["seed"] is None else s["seed"]] if s["seeds"] is None else \
+        list(s["seeds"]) if isinstance(s["seeds"], list) else parse_seeds(str(s["seeds"]))
+    config = CompareConfig(**methods,
         teacher=s["teacher"], dataset=s["dataset"] if isinstance(s["dataset"], str) else ",".join(s["dataset"]),
         text_column=s["text_column"], text_pair_column=s["text_pair_column"], label_column=s["label_column"],
         task=s["task"], dedupe=s["dedupe"], out=s["out"], epochs=s["epochs"],
-        batch_size=s["batch_size"], seeds=[DEFAULT_SEED if s["seed"] is None else s["seed"]], threads=s["threads"],
+        batch_size=s["batch_size"], seeds=seeds, threads=s["threads"],
         seq_len=s["seq_len"], repeats=s["repeats"], batch_shape=s["batch_shape"], device=s["device"],
         speed_device=s["speed_device"],
         hold_out=s["hold_out"], precision=s["precision"], metric=s["metric"],
@@ -164,12 +176,6 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
                                           s["teacher_layer_decay"]),
         command=shlex.join(["compress", *sys.argv[1:]]),
         config_file={"name": config_file.name, "text": file_text} if config_file is not None else None)
-    if s["methods"] is not None:
-        config.methods = split_list(s["methods"]) if isinstance(s["methods"], str) else list(s["methods"])
-    if s["seeds"] is not None:
-        if s["seed"] is not None:
-            raise CompressError("give --seed (one seed) or --seeds (several), not both.")
-        config.seeds = checked_seeds(list(s["seeds"])) if isinstance(s["seeds"], list) else parse_seeds(str(s["seeds"]))
     config.methods = chosen_by(config.methods, s["choose_by"], config.batch_shape)
     return config
 

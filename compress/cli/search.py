@@ -89,7 +89,7 @@ def search(
     meet the bar on held-out training sentences, then the best with every seed, judged on test against a
     reference."""
     from compress.registry.pipeline import split_list
-    from compress.runs.compare import parse_seeds
+    from compress.runs.compare_plan import parse_seeds
     from compress.runs.executors import Executor
     from compress.search.search import SearchConfig, parse_budget
     from compress.search.search import search as run_search

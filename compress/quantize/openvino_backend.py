@@ -130,8 +130,7 @@ def compress_weights_int4(onnx_path: Path, xml: Path, group_size: int) -> None:
 
 def _precision_hint(dtype: str) -> str | None:
     """The inference precision ``dtype`` is compiled with; None leaves OpenVINO's default for the CPU."""
-    from compress.bench.machine import cpu_features
-    from compress.quantize.torch_backend import half_available
+    from compress.bench.machine import cpu_features, half_available
 
     if dtype in ("fp32", "int4"):   # int4 is weight-only: its activations stay fp32, as on ONNX Runtime
         return "f32"

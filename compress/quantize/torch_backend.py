@@ -98,18 +98,6 @@ def load_int8(path: Path, config: EncoderConfig) -> nn.Module:
     return model
 
 
-def half_available(dtype: str, features: dict[str, bool]) -> str | None:
-    """None when the CPU computes in ``dtype`` natively, else why not (one sentence)."""
-    if dtype == "bf16":
-        if features.get("avx512_bf16") or features.get("amx_bf16"):
-            return None
-        return "this CPU has neither AVX512-BF16 nor AMX, so bf16 runs emulated and slower than fp32."
-    if features.get("avx512_fp16") or features.get("amx_fp16"):
-        return None
-    instead = "bf16 or int8" if half_available("bf16", features) is None else "int8"
-    return f"this CPU has neither AVX512-FP16 nor AMX-FP16, so fp16 runs emulated; try {instead}."
-
-
 def to_half(model: Encoder, dtype: str) -> Encoder:
     """A copy of ``model`` with every tensor in ``dtype`` ("bf16" or "fp16")."""
     return Encoder.holding(model.config, model.state_dict(), dtype=HALF_DTYPES[dtype]).eval()

@@ -19,7 +19,8 @@ from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.reports.across_tasks import AcrossTasks, TaskColumn, TaskRow, mean_interval, write_across
 from compress.reports.records import Comparison, IntervalRecord
-from compress.runs.compare import CompareConfig, check_comparison, compare, run_dir_name
+from compress.runs.compare import check_comparison, compare, run_dir_name
+from compress.runs.compare_plan import CompareConfig
 
 FILES = ("tasks", "tasks.json", "tasks.md", "tasks.html")
 

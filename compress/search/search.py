@@ -60,8 +60,7 @@ from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.registry import Context, StudentMethod
 from compress.registry.pipeline import for_throughput, parse
-from compress.runs.compare import PRUNING_PIPELINE, CompareConfig, plan_runs
-from compress.runs.compare import _run_config as run_config
+from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, plan_runs, run_config_of
 from compress.runs.distillation import check_student
 from compress.runs.executors import Executor
 from compress.search.ledger import SearchRecord, read_record
@@ -201,7 +200,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         raise CompressError("the space holds no candidate (no method, or no pipeline its steps allow).")
     for planned in plan_runs(sorted({str(c.pipeline.steps[0]) for c in found})):   # every student's own checks
         if isinstance(planned.method, StudentMethod):
-            check_student(run_config(compare_config, planned, "teacher"), planned.method)
+            check_student(run_config_of(compare_config, planned, "teacher"), planned.method)
     probes = Probes(data, seq_len, threads, config.repeats, config.batch_shape)
     precision = resolve_precision(config.precision, config.device)
     teacher = teacher_shape.replace(num_labels=task.num_labels)

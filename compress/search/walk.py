@@ -31,25 +31,16 @@ from compress.predictions import Predictions, load_predictions
 from compress.quantize.predictors import predict_batches
 from compress.registry import Context, StudentMethod, Transform
 from compress.reports.records import RunRecord, read_run_record
-from compress.runs.compare import (
-    CompareConfig,
-    _run_or_reuse,
-    completed_run,
-    plan_runs,
-    plan_seeds,
-    run_dir_of,
-    run_predictor,
-    stopped_by_bar,
-)
-from compress.runs.compare import _run_config as run_config
+from compress.runs.compare import _run_or_reuse, completed_run, run_dir_of, run_predictor, stopped_by_bar
 from compress.runs.compare import compare as run_compare
+from compress.runs.compare_plan import CompareConfig, plan_runs, plan_seeds, run_config_of
 from compress.runs.executors import run_step
 from compress.runs.paired import method_evidence, method_intervals, teacher_interval
 from compress.search.ledger import DISAGREEMENT, CandidateRecord, Final, SearchRecord, write_record
 from compress.search.probe import Probes, Timed, footprint, structure_key, training_recipe, training_stage
 from compress.search.report import resolution_line
-from compress.search.space import Candidate, Space, compresses_at_least
 from compress.search.resolution import selection_resolution
+from compress.search.space import Candidate, Space, compresses_at_least
 from compress.stats import pass_speedup
 from compress.task_metrics import resolve_metric
 from compress.teachers.finetune import finetune_teacher, tokenized_for
@@ -556,7 +547,7 @@ class Walk:
             run_dir = run_dir_of(self.out, step.planned.name, step.seed)
             parent, _, seed = (step.parent or "").rpartition("@")
             target = str(run_dir_of(self.out, parent, int(seed))) if step.parent else "teacher"
-            config = run_config(replace(self.compare_config, stop_below=self.stop_below), step.planned, target,
+            config = run_config_of(replace(self.compare_config, stop_below=self.stop_below), step.planned, target,
                                 run_dir, step.seed)
             if completed_run(run_dir, config, self.task.fingerprint) is not None:
                 self.complete.add(key)

@@ -200,11 +200,10 @@ def explain(fmt: QuantMethod, name: str, tc: EncoderConfig, seq_len: int, option
 def _speed_note(fmt: QuantMethod) -> str:
     """What is known about speed: measured by the run on this CPU; for half precision, whether this CPU has
     the units (read now); otherwise one labelled measurement from the project's benchmark."""
-    from compress.bench.machine import cpu_features
-    from compress.quantize.torch_backend import HALF_DTYPES, half_available
+    from compress.bench.machine import HALF_NAMES, cpu_features, half_available
 
     run = f"Speed is not computed from a shape: `compress run {fmt.name}` times it on this CPU."
-    if fmt.dtype in HALF_DTYPES:
+    if fmt.dtype in HALF_NAMES:
         reason = half_available(fmt.dtype, cpu_features())
         here = reason[0].upper() + reason[1:] if reason else f"This CPU computes in {fmt.dtype} natively."
         return f"{run} {here}"
@@ -226,10 +225,9 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
                       int4_share=getattr(defaults, "int4_share", None))
 
     def in_compare() -> bool:
-        from compress.bench.machine import cpu_features
-        from compress.quantize.torch_backend import HALF_DTYPES, half_available
+        from compress.bench.machine import HALF_NAMES, cpu_features, half_available
 
-        return in_compare_default and (dtype not in HALF_DTYPES or half_available(dtype, cpu_features()) is None)
+        return in_compare_default and (dtype not in HALF_NAMES or half_available(dtype, cpu_features()) is None)
 
     def check(config: Any, options: QuantOptions) -> None:
         """Every check that needs no data, so a pipeline fails before its first step trains."""

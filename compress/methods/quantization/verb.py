@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from compress.bench.inputs import INPUT_NAMES, speed_seq_len
-from compress.bench.machine import cpu_features, cpu_model, torch_cpu_capability
+from compress.bench.machine import cpu_features, cpu_model, half_available, torch_cpu_capability
 from compress.bench.measurement import Speed, batch_phrase
 from compress.bench.speed import SpeedConfig, measure_all, measure_speed
 from compress.bench.timing import default_threads
@@ -36,7 +36,7 @@ from compress.quantize.artefacts import (
 )
 from compress.quantize.formats import MatrixBits
 from compress.quantize.predictors import Predictor, TorchPredictor, predict_batches
-from compress.quantize.torch_backend import HALF_DTYPES, half_available
+from compress.quantize.torch_backend import HALF_DTYPES
 from compress.registry import Artefact, Context, Transformed
 from compress.train_config import DEFAULT_SEED
 from compress.training import with_progress
