@@ -1,15 +1,21 @@
-"""A method's revision in the run store's key: raised past 1 it changes that method's keys (its stored runs are made
-again) and leaves every other method's alone; at 1 it is not in the key at all, so keys made before stay valid."""
+"""The run store's key: a method's revision raised past 1 changes that method's keys (its stored runs are made again)
+and leaves every other method's alone, at 1 it is not in the key at all; a teacher or starting checkpoint replaced at
+the same path changes it."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import shutil
 
+from helpers import make_tiny_teacher
+
+from compress.models.checkpoints import weights_digest
 from compress.registry import get_method
 from compress.runs import store
 from compress.runs.config import RunConfig
+from compress.teachers.registry import resolve_teacher_dir
 
 
 def test_a_revision_changes_its_own_methods_keys_only(monkeypatch):
@@ -29,10 +35,29 @@ def test_a_first_revision_leaves_the_key_as_it_was_before_revisions():
     material = {"version": store.STORE_VERSION, "settings": {k: v for k, v in store.result_settings(
         dataclasses.asdict(config)).items() if k != "target"},
         "options": {"backend": "auto", "min_retention": 0.99, "choose_by": "latency"},
-        "split": "split", "from": "teacher", "bar": None}
+        "split": "split", "from": "teacher", "bar": None,
+        "teacher_weights": weights_digest(resolve_teacher_dir("minilm"))}
     text = json.dumps(store._recorded(material), sort_keys=True)
     assert store.run_key(config, None, "split") == hashlib.sha256(text.encode()).hexdigest()[:24]
     # an option added later is in the key once it is not at its default: a run chosen another way is another run
     bucketed = RunConfig(method="int8", options={"choose_by": "throughput", "batch_shape": "bucketed"})
     filled = RunConfig(method="int8", options={"choose_by": "throughput"})
     assert len({store.run_key(c, None, "split") for c in (config, bucketed, filled)}) == 3
+
+
+def test_a_teacher_or_starting_checkpoint_replaced_at_the_same_path_is_another_key(tmp_path):
+    """The key names the teacher's weights, not only its path: a stored run made from the weights that were there is
+    not another teacher's run; likewise a student's init_from checkpoint."""
+    teacher = make_tiny_teacher(tmp_path / "teacher", seed=0)
+    start = make_tiny_teacher(tmp_path / "start", seed=2)
+    run = RunConfig(method="distilbert", teacher=str(teacher))
+    begun = RunConfig(method="albert", teacher=str(teacher), options={"init_from": str(start)})
+    before = store.run_key(run, None, "split"), store.run_key(begun, None, "split")
+    assert store.run_key(run, None, "split") == before[0]   # the same weights, the same key
+    shutil.rmtree(teacher)
+    make_tiny_teacher(teacher, seed=1)
+    assert store.run_key(run, None, "split") != before[0]
+    after_teacher = store.run_key(begun, None, "split")
+    shutil.rmtree(start)
+    make_tiny_teacher(start, seed=3)
+    assert store.run_key(begun, None, "split") not in (before[1], after_teacher)

@@ -2,13 +2,14 @@
 search that asks for it again, whatever its ``--out``.
 
 Every run that finishes, whether `compress run` made it or a comparison or a search did (they train through
-:func:`compress.runs.pipeline.run`), is kept as ``run-store/KEY/``: the run directory as it was written, hard-linked where the cache shares the run's filesystem, with ``checksums.json``
-verified before every use, built under the entry's lock, like every cache entry (:mod:`compress.cache`). KEY is a
-digest of what decides the run's result and nothing else: its settings as
-:func:`~compress.runs.config.result_settings` keeps them (not where it is written) with the bar a search may stop it
-at, its options and recipe as its method resolves them today, the task's split fingerprint, what it transforms (the teacher, or its parent run, named by the SHA-256 of the parent's test
-predictions, which changes whenever the parent's model does), the method's ``revision`` past its first, and
-:data:`STORE_VERSION`.
+:func:`compress.runs.pipeline.run`), is kept as ``run-store/KEY/``: the run directory as it was written, hard-linked
+where the cache shares the run's filesystem, with ``checksums.json`` verified before every use, built under the
+entry's lock, like every cache entry (:mod:`compress.cache`). KEY is a digest of what decides the run's result and
+nothing else: its settings as :func:`~compress.runs.config.result_settings` keeps them (not where it is written) with
+the bar a search may stop it at, its options and recipe as its method resolves them today, the task's split
+fingerprint, the teacher's weights (and a student's starting checkpoint's, ``init_from``) by their digest, what it
+transforms (the teacher, or its parent run, named by the SHA-256 of the parent's test predictions, which changes
+whenever the parent's model does), the method's ``revision`` past its first, and :data:`STORE_VERSION`.
 
 Another directory that asks for the same run gets a copy of the entry, its paths rewritten to where it now lives
 (its directory, its parent's, the chain of steps before it), and the copy is checked as a run found there would be
@@ -27,15 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from compress.cache import cached, verify
+from compress.models.checkpoints import weights_digest
 from compress.ownership import mark_run
 from compress.paths import atomic_dir, cache_dir
 from compress.registry import StudentMethod, get_method
 from compress.reports.records import RunRecord
 from compress.runs.config import RunConfig, result_settings
+from compress.teachers.registry import resolve_teacher_dir
 
 # Bump when a change to training, evaluation or a method changes what a run with the same settings gives: every key
-# changes with it, so no run made before is reused.
-STORE_VERSION = 1
+# changes with it, so no run made before is reused. 2: the keys name the teacher's weights (and a student's starting
+# checkpoint's) by their digest, not only by their path.
+STORE_VERSION = 2
 CHECKSUMS = "checksums.json"
 
 
@@ -54,7 +58,11 @@ def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str)
     material: dict[str, Any] = {"version": STORE_VERSION, "settings": settings,
                                 "options": method.as_recorded(asdict(options)),
                                 "split": split_fingerprint, "from": parent.predictions if parent else "teacher",
-                                "bar": config.stop_below}
+                                "bar": config.stop_below,
+                                # a teacher (or a starting checkpoint) replaced at the same path is another run's
+                                "teacher_weights": weights_digest(resolve_teacher_dir(config.teacher))}
+    if getattr(options, "init_from", None):
+        material["init_from_weights"] = weights_digest(Path(options.init_from))
     if method.revision > 1:   # absent at 1, so that the keys made before revisions existed still hold
         material["revision"] = method.revision
     if isinstance(method, StudentMethod):
