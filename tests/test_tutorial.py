@@ -10,6 +10,7 @@ tutorial names (``runs/compare-minilm-mr``) valid. Commands that only read (``te
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py
 TUTORIAL = REPO / "docs" / "tutorial.md"
 TEACHER_FLAGS = ("--teacher-epochs", "4", "--teacher-lr", "3e-3", "--teacher-batch-size", "16")
 FINETUNE_FLAGS = ("--epochs", "4", "--lr", "3e-3", "--batch-size", "16")   # the same fine-tuning as above
-STUDENT_FLAGS = ("--epochs", "1", "--batch-size", "16")
+BATCH_FLAGS = ("--batch-size", "16")
+STUDENT_FLAGS = ("--epochs", "1", *BATCH_FLAGS)
 SPEED_FLAGS = ("--threads", "1")
 
 
@@ -48,9 +50,10 @@ def tiny_flags(argv: list[str], teacher: str, csv: str, corpus: str) -> list[str
                 "--epochs", "1", "--precision", "fp32"]
     if argv[:2] in (["compress", "teacher"], ["compress", "teachers"]) and "finetune" in argv:
         return data + list(FINETUNE_FLAGS)
-    if argv[:2] == ["compress", "run"]:   # a method or a pipeline, with options in brackets
+    if argv[:2] == ["compress", "run"]:   # a method or a pipeline, with options in brackets; the comparison's
+        # batches too, so that it reuses these runs as it would a user's (the run store)
         transforms = all(get_method(step.name).kind == "transform" for step in parse(argv[2]).steps)
-        return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + ([] if transforms else list(STUDENT_FLAGS))
+        return data + list(TEACHER_FLAGS) + list(SPEED_FLAGS) + list(BATCH_FLAGS if transforms else STUDENT_FLAGS)
     if argv[:2] == ["compress", "compare"]:   # two seeds where it asks for three: intervals over seeds all the same
         seeds = ["--seeds", "13,14"] if "--seeds" in argv else []
         return data + list(TEACHER_FLAGS) + list(STUDENT_FLAGS) + list(SPEED_FLAGS) + ["--repeats", "3"] + seeds
@@ -76,6 +79,7 @@ def test_tutorial_commands_run_as_written(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = {"COMPRESS_CACHE": str(tmp_path / "cache")}
+    reused = None
     for argv in tutorial_commands():
         argv = [*argv, *tiny_flags(argv, str(teacher), str(csv), str(corpus))]
         if argv[0] == "compress":
@@ -87,6 +91,11 @@ def test_tutorial_commands_run_as_written(tmp_path):
         else:
             pytest.fail(f"the tutorial runs {argv[0]!r}; only compress and python commands are checked")
         assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stderr[-2000:]}"
+        if argv[:2] == ["compress", "compare"] and reused is None:
+            reused = json.loads((work / "runs" / "compare-minilm-mr" / "comparison.json").read_text())["reused"]
+    # Section 11: the first comparison reuses the runs sections 5-10 made (the run store) instead of making them again.
+    assert {f"{name}@13" for name in ("albert", "distilbert", "distilbert+int8", "tinybert", "int8", "prune",
+                                      "prune-vocab", "lowrank")} <= set(reused)
     # What the tutorial says these commands leave behind.
     assert (work / "runs" / "distilbert-int8" / "metrics.json").is_file()
     assert (work / "runs" / "compare-minilm-mr" / "comparison.html").is_file()
