@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -14,9 +15,10 @@ from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 from compress.bench.machine import cpu_features, half_available
 from compress.registry import all_methods, names
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase, time_phrase
-from compress.reports.records import Comparison
-from compress.runs.compare import run_dir_of
+from compress.reports.records import Comparison, read_run_record
+from compress.runs.compare import completed_run, run_dir_of
 from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs
+from compress.runs.config import RunConfig
 from compress.training import run_precision
 
 pytestmark = pytest.mark.minutes(10)   # on one CI worker: see tests/conftest.py
@@ -321,6 +323,26 @@ def test_the_runs_compress_run_finished_are_reused_by_a_comparison(compared):
     assert rows["distilbert"]["accuracy"] == runs["student"]["accuracy"]
     assert rows[pipeline]["accuracy"] == runs["chained"]["student"]["accuracy"]
     assert rows[pipeline]["size_bytes"] == runs["chained"]["student"]["size_bytes"]
+
+
+def test_a_run_made_from_other_weights_at_the_teachers_path_is_not_found_complete(compared, tmp_path):
+    """A run names the teacher's weights in its config.json: replaced at the same path by other weights, the teacher
+    is another one, and the run is made again rather than found complete; a run recorded before runs named them is
+    judged as before."""
+    teacher, run_dir = tmp_path / "teacher", tmp_path / "distilbert"
+    shutil.copytree(compared["root"] / "teacher", teacher)
+    shutil.copytree(run_dir_of(compared["out"], "distilbert", 13), run_dir)
+    saved = json.loads((run_dir / "config.json").read_text())
+    saved["run"]["teacher"] = str(teacher)
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    config, split = RunConfig(**saved["run"]), read_run_record(run_dir).dataset.fingerprint
+    assert completed_run(run_dir, config, split) is not None   # the same weights, copied: complete
+    shutil.rmtree(teacher)
+    make_tiny_teacher(teacher, layers=4, hidden=312, seed=1)
+    assert completed_run(run_dir, config, split) is None
+    del saved["teacher_weights"]
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    assert completed_run(run_dir, config, split) is not None
 
 
 def test_ray_executor_without_ray_is_one_line(compared, tmp_path):

@@ -11,11 +11,10 @@ import shutil
 
 from helpers import make_tiny_teacher
 
-from compress.models.checkpoints import weights_digest
 from compress.registry import get_method
 from compress.runs import store
 from compress.runs.config import RunConfig
-from compress.teachers.registry import resolve_teacher_dir
+from compress.teachers.registry import teacher_weights
 
 
 def test_a_revision_changes_its_own_methods_keys_only(monkeypatch):
@@ -36,7 +35,7 @@ def test_a_first_revision_leaves_the_key_as_it_was_before_revisions():
         dataclasses.asdict(config)).items() if k != "target"},
         "options": {"backend": "auto", "min_retention": 0.99, "choose_by": "latency"},
         "split": "split", "from": "teacher", "bar": None,
-        "teacher_weights": weights_digest(resolve_teacher_dir("minilm"))}
+        "teacher_weights": teacher_weights("minilm")}
     text = json.dumps(store._recorded(material), sort_keys=True)
     assert store.run_key(config, None, "split") == hashlib.sha256(text.encode()).hexdigest()[:24]
     # an option added later is in the key once it is not at its default: a run chosen another way is another run

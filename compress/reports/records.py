@@ -165,6 +165,7 @@ class SavedConfig(TypedDict, total=False):
     teacher_dir: str                  # students: the fine-tuned teacher's directory
     teacher_config: dict[str, Any]    # students: the teacher's EncoderConfig
     processes: int                    # students: the data-parallel processes that trained it
+    teacher_weights: str              # the teacher checkpoint's SHA-256 (teachers.registry.teacher_weights)
 
 
 @dataclass

@@ -99,7 +99,7 @@ from compress.runs.writer import check_transform
 from compress.stats import Scored, pass_speedup, ratio_quartiles
 from compress.task_metrics import TaskMetric, also_reported, resolve_metric
 from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.teachers.registry import load_tokenizer, saved_tokenizer, teacher_config
+from compress.teachers.registry import load_tokenizer, saved_tokenizer, teacher_config, teacher_weights
 from compress.training import run_precision
 
 
@@ -132,6 +132,8 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
             same = same and full["recipe"] == _as_recorded(followed.to_dict())
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
+    if full.get("teacher_weights", teacher_weights(config.teacher)) != teacher_weights(config.teacher):
+        return None   # another teacher at the same path (a run made before runs recorded it: as before)
     if stopped_by_bar(record) and recorded.get("stop_below") != config.stop_below:
         return None   # cut short by a bar this run does not set: its model is not what training to the end gives
     try:

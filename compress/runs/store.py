@@ -34,7 +34,7 @@ from compress.paths import atomic_dir, cache_dir
 from compress.registry import StudentMethod, get_method
 from compress.reports.records import RunRecord
 from compress.runs.config import RunConfig, result_settings
-from compress.teachers.registry import resolve_teacher_dir
+from compress.teachers.registry import teacher_weights
 
 # Bump when a change to training, evaluation or a method changes what a run with the same settings gives: every key
 # changes with it, so no run made before is reused. 2: the keys name the teacher's weights (and a student's starting
@@ -60,7 +60,7 @@ def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str)
                                 "split": split_fingerprint, "from": parent.predictions if parent else "teacher",
                                 "bar": config.stop_below,
                                 # a teacher (or a starting checkpoint) replaced at the same path is another run's
-                                "teacher_weights": weights_digest(resolve_teacher_dir(config.teacher))}
+                                "teacher_weights": teacher_weights(config.teacher)}
     if getattr(options, "init_from", None):
         material["init_from_weights"] = weights_digest(Path(options.init_from))
     if method.revision > 1:   # absent at 1, so that the keys made before revisions existed still hold

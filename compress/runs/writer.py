@@ -47,7 +47,7 @@ from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRe
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_report
 from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.source import Source, claimed_source
-from compress.teachers.registry import load_tokenizer
+from compress.teachers.registry import load_tokenizer, teacher_weights
 from compress.train_config import StageRecord, TrainSettings
 from compress.training import predict
 
@@ -166,7 +166,8 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         select_predictions=select_sha256, metric=config.metric,
         phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
-    full_config = SavedConfig(run=asdict(config), options=asdict(options))
+    full_config = SavedConfig(run=asdict(config), options=asdict(options),
+                              teacher_weights=teacher_weights(config.teacher))
     if made.recipe is not None:
         full_config["recipe"] = made.recipe
     if not trained:

@@ -109,6 +109,14 @@ def resolve_teacher_dir(name_or_dir: str) -> Path:
     raise CompressError(f"unknown teacher {name_or_dir!r}; known: {_known()}.")
 
 
+def teacher_weights(name_or_dir: str) -> str:
+    """The SHA-256 of a teacher's checkpoint (its config and weight files): what a run names its teacher by, beside
+    its name or path (one replaced at the same path is another teacher)."""
+    from compress.models.checkpoints import weights_digest
+
+    return weights_digest(resolve_teacher_dir(name_or_dir))
+
+
 def teacher_config(name_or_dir: str) -> EncoderConfig:
     """The architecture of a teacher without loading (or downloading) its weights when it is an alias."""
     spec = TEACHERS.get(name_or_dir)
