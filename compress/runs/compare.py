@@ -132,8 +132,9 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
             same = same and full["recipe"] == _as_recorded(followed.to_dict())
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
-    if full.get("teacher_weights", teacher_weights(config.teacher)) != teacher_weights(config.teacher):
-        return None   # another teacher at the same path (a run made before runs recorded it: as before)
+    made_from = full.get("teacher_weights")   # absent in a run made before runs recorded it: judged as before
+    if made_from is not None and made_from != teacher_weights(config.teacher):
+        return None   # another teacher at the same path
     if stopped_by_bar(record) and recorded.get("stop_below") != config.stop_below:
         return None   # cut short by a bar this run does not set: its model is not what training to the end gives
     try:
