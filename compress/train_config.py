@@ -49,6 +49,7 @@ class TrainConfig:
     lr: float = 5e-5
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
+    decay: str = "linear"            # the learning rate after warm-up: linear (to 0), cosine (to 0) or constant
     max_grad_norm: float = 1.0
     seed: int = DEFAULT_SEED
     patience: int | None = None      # stop after this many epochs without a better dev score
@@ -74,6 +75,18 @@ class TrainConfig:
             raise ValueError(f"metric must be loss or one of {', '.join(METRICS)}, got {self.metric!r}.")
         if self.precision not in PRECISION_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got {self.precision!r}.")
+        check_schedule(self.warmup_ratio, self.decay)
+
+
+DECAYS = ("linear", "cosine", "constant")
+
+
+def check_schedule(warmup: float | None, decay: str | None) -> None:
+    """One sentence for a warm-up share outside [0, 1) or a decay compress does not know."""
+    if warmup is not None and not 0 <= warmup < 1:
+        raise CompressError(f"--warmup is the share of a stage's steps that warm up, in [0, 1), got {warmup}.")
+    if decay is not None and decay not in DECAYS:
+        raise CompressError(f"unknown --decay {decay!r}; use one of {', '.join(DECAYS)}.")
 
 
 @dataclass
@@ -95,6 +108,10 @@ class StageRecord(TypedDict, total=False):
     stage: str
     best_epoch: int
     best_dev: dict[str, float]
+    epochs: int                   # the epochs it trained
+    max_epochs: int               # its ceiling (the method's epochs, raised by the run's recipe)
+    steps: int                    # the optimizer steps it took
+    examples_per_epoch: int       # the training sentences and the transfer data after them
     seconds: float
     stopped_early: bool
     stop_reason: str              # why it stopped early: "patience", or "bar" (it could not reach stop_below)
@@ -117,3 +134,4 @@ class TrainSettings:
     precision: str = "fp32"
     stop_below: float | None = None   # a search's bar on dev accuracy (TrainConfig.stop_below)
     metric: str = "accuracy"          # the dev metric that picks each stage's best epoch (TrainConfig.metric)
+    min_epochs: int | None = None     # every stage's epochs raised to at least this (the run's recipe's ceiling)

@@ -116,6 +116,7 @@ class StageResult:
     step_ms: dict[str, float] | None = None   # under auto: the median step it timed in each precision
     warnings: list[str] = field(default_factory=list)
     examples: int = 0                  # examples trained on (every epoch's)
+    steps: int = 0                     # optimizer steps taken
     step_seconds: float = 0.0          # seconds spent in training steps (not evaluating, not checkpointing)
     examples_per_second: float | None = None  # examples / step_seconds
     peak_memory_bytes: int | None = None       # on CUDA: the most the stage held allocated on the GPU
@@ -292,13 +293,21 @@ def _layer_lr_scales(model: nn.Module, decay: float) -> Callable[[str], float]:
     return scale
 
 
-def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+def _schedule(optimizer: torch.optim.Optimizer, total: int, warmup_ratio: float,
+              decay: str = "linear") -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``warmup_ratio`` of the ``total`` steps, then ``decay``: linear or cosine to zero at the
+    last step, or constant. A stage that stops early (patience) stops on the way down."""
     warmup = int(total * warmup_ratio)
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
+        left = max(0.0, (total - step) / max(1, total - warmup))
+        if decay == "constant":
+            return 1.0
+        if decay == "cosine":
+            return 0.5 * (1 - math.cos(math.pi * left))
+        return left
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
@@ -366,7 +375,7 @@ def train_stage(
     optimizer = make_optimizer(model, extra, config)
     parameters = [p for g in optimizer.param_groups for p in g["params"]]
     same_start(parameters)
-    scheduler = _schedule(optimizer, total, config.warmup_ratio)
+    scheduler = _schedule(optimizer, total, config.warmup_ratio, config.decay)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     result = StageResult(precision=precision, step_ms=step_ms)
     best_score, best_state, bad_epochs = -math.inf, None, 0
@@ -489,7 +498,7 @@ def train_stage(
             else:
                 bad_epochs += 1
             reason = None
-            if config.patience is not None and bad_epochs >= config.patience:
+            if config.patience is not None and bad_epochs >= config.patience and epoch + 1 < config.epochs:
                 reason = "patience"
             elif (below := out_of_reach(config, [float(r[stage_metric(config.metric, r)]) for r in result.history],
                                         epoch + 1)):
@@ -505,6 +514,7 @@ def train_stage(
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
+    result.steps = step
     result.seconds = before + time.perf_counter() - start
     if result.step_seconds > 0:
         result.examples_per_second = round(result.examples / result.step_seconds, 1)

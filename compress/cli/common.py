@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from compress.distill.schedule import DEFAULT_SCHEDULE, SCHEDULES
 from compress.errors import CompressError
 from compress.train_config import FinetuneConfig
 
@@ -51,6 +52,17 @@ GPUS_PER_RUN = typer.Option(0.0, help="GPUs each Ray task declares.")
 PRECISION = typer.Option("auto", help="Precision every run trains in: auto (the default: timed per stage, the "
                                       "fastest of fp32 and bf16 on a CPU that computes bf16 natively, of fp32 (TF32), "
                                       "bf16 and fp16 on a GPU; else fp32), fp32, bf16 (autocast) or fp16 (CUDA only).")
+
+# What every distillation stage learns from and for how long (compress run, compare and search).
+RECIPE = typer.Option(DEFAULT_SCHEDULE, help="The recipe, by cost: " + "; ".join(
+    f"{s.name}: {s.summary}" for s in SCHEDULES.values()) + ". Each row of a report says which made it.")
+TRANSFER_TEXT = typer.Option(None, help="A file of unlabeled in-domain text (one a line, or a table's text column) "
+                                        "every student and recovery also learns from, through the teacher's outputs "
+                                        "alone.")
+WARMUP = typer.Option(None, help="Share of every stage's steps that warm the learning rate up, in [0, 1) (default: "
+                                 "the stage's own, 0.1).")
+DECAY = typer.Option(None, help="How every stage's learning rate falls after the warm-up: linear, cosine or constant "
+                                "(default: the stage's own, linear).")
 
 
 def print_json(obj: Any) -> None:

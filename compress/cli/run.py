@@ -12,14 +12,18 @@ import typer
 from rich.markup import escape
 
 from compress.cli.common import (
+    DECAY,
     LABEL_COLUMN,
     METRIC,
     PRECISION,
+    RECIPE,
     SPEED_DEVICE,
     TASK,
     TEACHER_LAYER_DECAY,
     TEXT_COLUMN,
     TEXT_PAIR_COLUMN,
+    TRANSFER_TEXT,
+    WARMUP,
     console,
     print_json,
     teacher_finetune,
@@ -39,7 +43,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          teacher_epochs: int | None, teacher_lr: float | None, teacher_batch_size: int | None,
          teacher_layer_decay: float | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
-         checkpoint_every: int, speed_device: str, metric: str | None, **flags: Any) -> None:
+         checkpoint_every: int, speed_device: str, metric: str | None, recipe: str, transfer_text: str | None,
+         warmup: float | None, decay: str | None, **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
     methods from the registry."""
     from compress.registry.pipeline import resolve
@@ -55,7 +60,8 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         lr=lr, batch_size=batch_size, seed=seed, layer_map=layer_map, patience=patience, stop_below=stop_below,
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
-        checkpoint_every=checkpoint_every, speed_device=speed_device, metric=metric,
+        checkpoint_every=checkpoint_every, speed_device=speed_device, metric=metric, recipe=recipe,
+        transfer_text=transfer_text, warmup=warmup, decay=decay,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size, teacher_layer_decay),
     )
     from compress.runs.pipeline import run as run_method
@@ -96,7 +102,12 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("seed", int, O(DEFAULT_SEED, help="Seed: same seed, same metrics.")),
         ("layer_map", str | None, O(None, help="Student-teacher layer pairing: uniform, last, every_other, or "
                                              "teacher layers like 2,4,6.")),
-        ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score.")),
+        ("recipe", str, RECIPE),
+        ("transfer_text", str | None, TRANSFER_TEXT),
+        ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score "
+                                             "(default: the recipe's).")),
+        ("warmup", float | None, WARMUP),
+        ("decay", str | None, DECAY),
         ("stop_below", float | None, O(None, help="Stop a stage once its dev accuracy cannot reach this (0 to 1) in "
                                                  "the epochs left (what compress search sets); the record says so.")),
         ("out", str | None, O(None, help="Run directory (default: runs/METHOD-DATASET-TIME); later pipeline "

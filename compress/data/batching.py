@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader
 
 from compress.cache import cached, unreadable
 from compress.data.quiet import quiet_datasets
+from compress.data.splits import TRANSFER
 from compress.data.task import TaskData
 from compress.paths import atomic_write_text, cache_dir
 
@@ -292,6 +293,28 @@ class IndexedBatches:
             yield batch
 
 
+class LazySplit:
+    """A split made the first time it is asked for, then kept: ``name()`` gives the key that names what it holds
+    (computed once, on first use: it may read files), ``build(key)`` the split (cached on disk under that key)."""
+
+    def __init__(self, name: Callable[[], str], build: Callable[[str], datasets.Dataset], describe: str = "") -> None:
+        self.describe = describe
+        self._name, self._build = name, build
+        self._key: str | None = None
+        self._split: datasets.Dataset | None = None
+
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            self._key = self._name()
+        return self._key
+
+    def get(self) -> datasets.Dataset:
+        if self._split is None:
+            self._split = self._build(self.key)
+        return self._split
+
+
 @dataclass(frozen=True)
 class TokenizedTask:
     """A task's splits tokenized for one tokenizer and maximum length.
@@ -303,6 +326,8 @@ class TokenizedTask:
         fingerprint: the task's split fingerprint.
         cache_key: the key of the on-disk cache entry.
         collator: pads batches with the tokenizer's pad token.
+        transfer: the training sentences with the transfer data after them, made when a distillation stage first
+            asks (None: a stage trains on ``train`` alone).
     """
 
     splits: datasets.DatasetDict
@@ -311,6 +336,25 @@ class TokenizedTask:
     fingerprint: str
     cache_key: str
     collator: DynamicPaddingCollator
+    transfer: LazySplit | None = None
+
+    def split_key(self, split: str) -> str:
+        """What names ``split`` in the caches of the teacher's outputs: the tokenization's key and the split's name
+        (the transfer split's own key beside them)."""
+        if split == TRANSFER and self.transfer is not None:
+            return f"{self.cache_key}-{split}-{self.transfer.key}"
+        return f"{self.cache_key}-{split}"
+
+    def split(self, name: str) -> datasets.Dataset:
+        """One split by name, the transfer split (:data:`TRANSFER`, made on first use) included."""
+        if name == TRANSFER and self.transfer is not None:
+            return self.transfer.get()
+        return self.splits[name]
+
+    @property
+    def training_split(self) -> str:
+        """The name of the split a distillation stage trains on: the transfer split where the run has one."""
+        return TRANSFER if self.transfer is not None else "train"
 
     def dataloader(self, split: str, *, batch_size: int = 32, shuffle: bool | None = None, seed: int = 0,
                    pin_memory: bool = False) -> DataLoader:
@@ -323,7 +367,7 @@ class TokenizedTask:
         """The batches of a pass that only reads a model (evaluation, logits): sorted by length, so each is padded
         to a length its sentences share rather than to the longest of ``batch_size`` in dataset order (on MR's
         test split half the tokens of an in-order pass), each carrying its examples' positions (``index``)."""
-        examples = self.splits[split]
+        examples = self.split(split)
         return IndexedBatches(examples, self.collator,
                               length_sorted_batches([len(ids) for ids in examples["input_ids"]], batch_size))
 

@@ -28,6 +28,10 @@ SPLIT_NAMES: tuple[str, str, str] = ("train", "dev", "test")
 SELECT = "select"
 """A fourth split a task may have: training examples held out for a search to select on (TaskData.hold_out)."""
 
+TRANSFER = "transfer"
+"""A tokenized task's training sentences with the transfer data after them (augmented copies, the user's unlabeled
+text: no gold label), built when a distillation stage first asks (:mod:`compress.students.transfer`)."""
+
 SPLIT_PROPORTIONS: dict[str, float] = {"train": 0.8, "dev": 0.1, "test": 0.1}
 """Share of each label that goes to each split when compress makes the split itself."""
 SCORE_STRATA = 10

@@ -69,6 +69,10 @@ def _check_logits(name: str, student: torch.Tensor, teacher: torch.Tensor) -> No
         )
 
 
+NO_LABEL = -100
+"""The label of a row with no gold label (a class task's; a regression's is NaN): :func:`hard_ce` skips it."""
+
+
 def regression_mse(student: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The logits losses of a one-output (regression) head: ``mean((student[:, 0] - target)^2)``, with ``target``
     the teacher's output (B, 1) or the gold values (B,)."""
@@ -202,16 +206,21 @@ def hard_ce(student_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
     Shapes: logits (B, C), labels (B,) integer class ids. Rows labelled -100 are ignored and B' is the
     number of the other rows (PyTorch's ``ignore_index`` convention). A one-output head (a regression): the mean
-    squared error with the gold values.
+    squared error with the gold values, rows whose value is NaN ignored. A batch with no labelled row (transfer data:
+    augmented copies and unlabeled text have no gold label) gives 0, with a gradient of zeros.
     """
     if student_logits.dim() != 2 or labels.shape != student_logits.shape[:1]:
         raise ValueError(
             f"hard_ce needs logits (B, C) and labels (B,), got {tuple(student_logits.shape)} "
             f"and {tuple(labels.shape)}."
         )
-    if student_logits.shape[-1] == 1:
-        return regression_mse(student_logits, labels)
-    return F.cross_entropy(_compute_dtype(student_logits), labels.long())
+    regression = student_logits.shape[-1] == 1
+    labelled = ~labels.isnan() if regression and labels.is_floating_point() else labels != NO_LABEL
+    if not bool(labelled.any()):
+        return _compute_dtype(student_logits).sum() * 0.0
+    if regression:
+        return regression_mse(student_logits[labelled], labels[labelled])
+    return F.cross_entropy(_compute_dtype(student_logits), labels.long(), ignore_index=NO_LABEL)
 
 
 # --- hidden-state losses -----------------------------------------------------------------

@@ -44,10 +44,12 @@ class LossTerm:
 
 @dataclass
 class Stage:
-    """A training stage: its loss terms, its length and learning rate.
+    """A training stage: its loss terms, its length and its learning rate's schedule (a linear warm-up over
+    ``warmup_ratio`` of its steps, then ``decay``: linear, cosine or constant).
 
     ``select_on`` picks the kept epoch: ``accuracy`` on dev, or ``loss`` (the stage's own
     distillation loss on dev, for intermediate-layer stages that do not train the classifier).
+    ``epochs`` is a ceiling where the run stops on patience (the recipe's, ``--recipe``).
     """
 
     name: str
@@ -55,6 +57,8 @@ class Stage:
     epochs: int = 3
     lr: float = 5e-5
     select_on: str = "accuracy"
+    warmup_ratio: float = 0.1
+    decay: str = "linear"
 
     @property
     def reads(self) -> set[str]:
@@ -74,6 +78,8 @@ class StageData(TypedDict):
     epochs: int
     lr: float
     select_on: str
+    warmup_ratio: float
+    decay: str
 
 
 class RecipeData(TypedDict):
@@ -95,10 +101,13 @@ class Recipe:
     def to_dict(self) -> RecipeData:
         return RecipeData(**asdict(self))
 
-    def for_run(self, epochs: int | None, lr: float | None, layer_map: str | None) -> Recipe:
-        """The recipe a run follows: its ``--epochs``, ``--lr`` and ``--layer-map``, where given, over every
-        stage's own (ValueError on a bad layer map)."""
-        stages = [replace(s, epochs=s.epochs if epochs is None else epochs, lr=s.lr if lr is None else lr)
+    def for_run(self, epochs: int | None, lr: float | None, layer_map: str | None, warmup: float | None = None,
+                decay: str | None = None) -> Recipe:
+        """The recipe a run follows: its ``--epochs``, ``--lr``, ``--warmup``, ``--decay`` and ``--layer-map``, where
+        given, over every stage's own (ValueError on a bad layer map)."""
+        stages = [replace(s, epochs=s.epochs if epochs is None else epochs, lr=s.lr if lr is None else lr,
+                          warmup_ratio=s.warmup_ratio if warmup is None else warmup,
+                          decay=s.decay if decay is None else decay)
                   for s in self.stages]
         return replace(self, stages=stages, layer_map=parse_layer_map(layer_map) if layer_map else self.layer_map)
 

@@ -26,8 +26,12 @@ from compress.training import train_stage
 
 
 def stage_config(stage: Stage, settings: TrainSettings) -> TrainConfig:
-    return TrainConfig(epochs=stage.epochs, lr=stage.lr, batch_size=settings.batch_size, seed=settings.seed,
-                       patience=settings.patience, metric="loss" if stage.select_on == "loss" else settings.metric,
+    """The stage's training settings: its own epochs (raised to the run's recipe's ceiling, ``settings.min_epochs``),
+    learning rate, warm-up and decay, and the run's batch size, seed, patience and precision."""
+    return TrainConfig(epochs=max(stage.epochs, settings.min_epochs or 0), lr=stage.lr,
+                       warmup_ratio=stage.warmup_ratio, decay=stage.decay, batch_size=settings.batch_size,
+                       seed=settings.seed, patience=settings.patience,
+                       metric="loss" if stage.select_on == "loss" else settings.metric,
                        precision=settings.precision, stop_below=settings.stop_below)
 
 
@@ -41,13 +45,15 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     train_config = stage_config(stage, settings)
     positions = min(student.config.max_positions, teacher.config.max_positions)
     padding = for_device(data, device, positions).collator   # on a GPU, to a few shapes
-    train_set, collator = data.splits["train"], padding
+    # the training sentences, and after them the transfer data (augmented copies, unlabeled text) where the run has it
+    split = data.training_split
+    train_set, collator = data.split(split), padding
     if teacher_fingerprint and objective.targets is not None:
         # what the stage reads of the teacher, computed once per teacher and dataset (cached on disk), not per step
-        targets = stored_targets(teacher, data, "train", teacher_fingerprint, objective.targets, device, show_progress)
+        targets = stored_targets(teacher, data, split, teacher_fingerprint, objective.targets, device, show_progress)
         if targets is not None:
             objective.resident = resident_targets(targets, device)
-            train_set = with_target_index(data, "train")
+            train_set = with_target_index(data, split)
             collator = IndexCollator(padding) if objective.resident is not None else TargetsCollator(padding, targets)
 
     def train_batches(epoch: int):
@@ -66,7 +72,9 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     )
     measured = {"examples_per_second": result.examples_per_second, "peak_memory_bytes": result.peak_memory_bytes}
     return StageRecord(stage=stage.name, best_epoch=result.best_epoch, best_dev=result.best_dev,
-                       seconds=round(result.seconds, 1), stopped_early=result.stopped_early,
+                       epochs=len(result.history), max_epochs=train_config.epochs, steps=result.steps,
+                       examples_per_epoch=len(train_set), seconds=round(result.seconds, 1),
+                       stopped_early=result.stopped_early,
                        **({"stop_reason": result.stop_reason} if result.stop_reason else {}),
                        precision=result.precision, **({"step_ms": result.step_ms} if result.step_ms else {}),
                        warnings=result.warnings, device=device_name(device),

@@ -29,8 +29,8 @@ def teacher_logits(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
                    device: torch.device, show_progress: bool = True) -> torch.Tensor:
     """(examples, classes) logits of the teacher on ``split``, in dataset order, cached (computing them, a
     progress bar: for a large teacher or an augmented split this pass takes minutes)."""
-    target = cache_dir() / "teacher_logits" / f"{teacher_fingerprint}-{data.cache_key}-{split}"
-    examples = len(data.splits[split])
+    target = cache_dir() / "teacher_logits" / f"{teacher_fingerprint}-{data.split_key(split)}"
+    examples = len(data.split(split))
 
     def build(tmp: Path) -> None:
         batches = data.eval_batches(split)

@@ -186,10 +186,10 @@ def stored_targets(teacher: Encoder, data: TokenizedTask, split: str, teacher_fi
     config = teacher.config
     if spec.attention and config.heads is not None and len(set(config.heads)) > 1:
         return None   # a pruned teacher's maps differ in shape by layer: not stored (no recipe reads them)
-    examples = data.splits[split]
+    examples = data.split(split)
     lengths = [len(ids) for ids in examples["input_ids"]]
     width, heads = config.hidden_size, config.heads[0] if config.heads else config.num_heads
-    target = cache_dir() / "teacher_targets" / f"{teacher_fingerprint}-{data.cache_key}-{split}-{spec.tag}"
+    target = cache_dir() / "teacher_targets" / f"{teacher_fingerprint}-{data.split_key(split)}-{spec.tag}"
     layout = {"format": 1, "examples": len(lengths), "lengths": lengths, "hidden": list(spec.hidden),
               "attention": spec.attention, "layers": list(spec.layers), "width": width, "heads": heads}
     token_offsets = torch.tensor([0, *np.cumsum(lengths)], dtype=torch.long)
@@ -260,7 +260,7 @@ def zero_targets(spec: TargetSpec, teacher: EncoderConfig,
 
 def with_target_index(data: TokenizedTask, split: str):
     """The split with an :data:`INDEX` column (each row's position), by which the collator finds its targets."""
-    examples = data.splits[split]
+    examples = data.split(split)
     return examples.add_column(INDEX, list(range(len(examples))))
 
 

@@ -143,12 +143,15 @@ class StudentMethod(Method):
     recipe          options -> the distillation recipe.
     prepare         optional; runs after the teacher is fine-tuned and before the student is built,
                     returns the training data and may fill options (a starting checkpoint).
+    copies          optional; options -> the augmented copies the student asks for (``--augment``), or None for
+                    the run's recipe's.
     """
 
     student_config: Callable[[EncoderConfig, Any], EncoderConfig]
     build: Callable[[Encoder, Any], Encoder]
     recipe: Callable[[Any], Recipe]
     prepare: Callable[[Any, Preparation], TokenizedTask] | None = None
+    copies: Callable[[Any], int | None] | None = None
 
     kind: typing.ClassVar[str] = "student"
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compress.distill.schedule import DEFAULT_SCHEDULE
 from compress.errors import CompressError
 from compress.registry import Method, StudentMethod, Transform, all_methods, names
 from compress.registry.pipeline import Pipeline, Step, check, for_throughput, parse
@@ -66,6 +67,10 @@ class CompareConfig:
     teacher_finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     executor: Executor = field(default_factory=Executor)   # where the runs train: here, or as Ray tasks
     stop_below: float | None = None     # every trained stage stops once its dev accuracy cannot reach this
+    recipe: str = DEFAULT_SCHEDULE      # what every distillation stage learns from and how long: fast, default, thorough
+    transfer_text: str | None = None    # the user's unlabeled text every distillation stage also learns from
+    warmup: float | None = None         # every stage's warm-up share and learning-rate decay (None: each stage's own)
+    decay: str | None = None
     command: str | None = None          # the command line, recorded in comparison.json (the CLI sets it)
     config_file: dict[str, str] | None = None   # the file that declared it (--config): its name and text
 
@@ -91,7 +96,8 @@ class CompareConfig:
                 "teacher_epochs": train.epochs, "teacher_lr": train.lr, "teacher_batch_size": train.batch_size,
                 "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
-                "hold_out": self.hold_out, "metric": self.metric}
+                "hold_out": self.hold_out, "metric": self.metric, "recipe": self.recipe,
+                "transfer_text": self.transfer_text, "warmup": self.warmup, "decay": self.decay}
 
 
 def chosen_by(methods: list[str], objective: str, batch_shape: str) -> list[str]:
@@ -205,4 +211,6 @@ def run_config_of(config: CompareConfig, planned: PlannedRun, target: str, direc
                      device=config.device, precision=config.precision, threads=config.threads,
                      speed_device=config.speed_device, hold_out=config.hold_out, metric=config.metric,
                      teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
+                     recipe=config.recipe, transfer_text=config.transfer_text, warmup=config.warmup if student else None,
+                     decay=config.decay if student else None,
                      out=str(directory) if directory else None, overwrite=True)

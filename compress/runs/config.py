@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compress.data.transfer_text import check_transfer_text, transfer_digest
+from compress.distill.schedule import DEFAULT_SCHEDULE, get_schedule
 from compress.errors import CompressError
 from compress.ownership import foreign, mark_run, owned
 from compress.paths import atomic_dir, locked, notice
@@ -27,6 +29,7 @@ from compress.train_config import (
     PRECISION_CHOICES,
     FinetuneConfig,
     check_device_names,
+    check_schedule,
 )
 
 if TYPE_CHECKING:
@@ -73,6 +76,11 @@ class RunConfig:
     speed_device: str = "cpu"         # where the models are timed: the CPU, or a GPU (cuda)
     hold_out: int = 0                 # training examples held out for a search to select on (TaskData.hold_out)
     metric: str | None = None         # the dev metric that picks each stage's epoch (None: the task's default)
+    recipe: str = DEFAULT_SCHEDULE    # by cost: fast, default or thorough (compress.distill.schedule)
+    transfer_text: str | None = None  # a file of unlabeled in-domain text every distillation stage learns from
+    transfer_sha256: str | None = None   # its content's digest (set here): what the run's result depends on
+    warmup: float | None = None       # every stage's warm-up share (None: each stage's own)
+    decay: str | None = None          # every stage's learning-rate decay: linear, cosine, constant (None: its own)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -94,6 +102,11 @@ class RunConfig:
         if self.precision not in PRECISION_CHOICES:
             raise CompressError(f"unknown --precision {self.precision!r}; use one of {', '.join(PRECISION_CHOICES)}.")
         check_device_names(self.device, self.speed_device)
+        get_schedule(self.recipe)
+        check_schedule(self.warmup, self.decay)
+        if self.transfer_text is not None:
+            self.transfer_text = str(check_transfer_text(self.transfer_text))
+            self.transfer_sha256 = transfer_digest(self.transfer_text)
         if self.precision == "fp16" and self.device == "cpu":
             raise CompressError(FP16_OFF_CUDA)
         # What needs torch (is a GPU here? does this CPU compute bf16?) comes last.
@@ -109,7 +122,7 @@ class RunConfig:
 
 # Settings that change where a run is written, how it is timed or checkpointed, not what it trains. A bar
 # (``stop_below``) changes a run only where it stopped it, which its record says (see stopped_by_bar).
-NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every", "stop_below")
+NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every", "stop_below", "transfer_text")
 
 
 def result_settings(run: dict[str, Any]) -> dict[str, Any]:
@@ -121,8 +134,9 @@ def result_settings(run: dict[str, Any]) -> dict[str, Any]:
     without a bar is one fine-tuned before bars existed."""
     settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
-    if settings.get("metric") is None:          # the task's default, as every run before --metric picked
-        settings.pop("metric", None)
+    for name in ("metric", "transfer_sha256", "warmup", "decay"):   # unset: as every run before they existed
+        if settings.get(name) is None:
+            settings.pop(name, None)
     if settings.get("task", "auto") == "auto":   # labels read as every run before --task read them
         settings.pop("task", None)
     train = (settings.get("teacher_finetune") or {}).get("train")

@@ -41,7 +41,8 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "teacher_lr": (float, int), "teacher_batch_size": (int,), "teacher_layer_decay": (float, int), "device": (str,),
     "speed_device": (str,),
     "hold_out": (int,), "precision": (str,), "metric": (str,), "executor": (str,), "address": (str,),
-    "cpus_per_run": (float, int), "gpus_per_run": (float, int),
+    "cpus_per_run": (float, int), "gpus_per_run": (float, int), "recipe": (str,), "transfer_text": (str,),
+    "warmup": (float, int), "decay": (str,),
 }
 
 

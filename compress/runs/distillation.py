@@ -23,9 +23,10 @@ from compress.registry import Preparation, StudentMethod, Transformed, get_metho
 from compress.resume import Resume
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
 from compress.runs.source import finetuned_source
-from compress.runs.writer import train_settings, write_run
+from compress.runs.writer import train_settings, transfer_request, write_run
 from compress.teachers.finetune import finetune_teacher, tokenized_for
-from compress.teachers.registry import resolve_teacher_dir, teacher_config
+from compress.students.transfer import with_transfer
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
 from compress.training import check_precision, predict, seed_everything, slow_bf16_warning
 
 
@@ -40,7 +41,8 @@ def check_student(config: RunConfig, method: StudentMethod) -> tuple[Any, Recipe
     except ValueError as e:
         raise CompressError(f"invalid {method.name} student: {e}") from None
     try:
-        recipe = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
+        recipe = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map, config.warmup,
+                                                config.decay)
         teacher_layers(recipe.layer_map, student_shape.num_layers, teacher_shape.num_layers)
     except ValueError as e:
         raise CompressError(f"invalid layer map: {e}") from None
@@ -71,7 +73,10 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     device = resolve_device(config.device)
     finetuned = finetune_teacher(config.teacher, task, config.teacher_finetune, device=config.device,
                                  show_progress=show_progress, metric=config.metric)
-    data = tokenized_for(finetuned, task)
+    # the training sentences and, when a stage first asks, the transfer data after them (copies, the user's texts)
+    copies = method.copies(options) if method.copies is not None else None
+    data = with_transfer(tokenized_for(finetuned, task), task, transfer_request(config, copies),
+                         load_tokenizer(str(finetuned.directory)), show_progress)
     if method.prepare is not None:
         data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,
                                                    show_progress))

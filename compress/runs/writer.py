@@ -36,6 +36,7 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.splits import SELECT
 from compress.device import resolve_device
+from compress.distill.schedule import get_schedule
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions, save_predictions
@@ -47,15 +48,29 @@ from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRe
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_report
 from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.source import Source, claimed_source
-from compress.teachers.registry import load_tokenizer, teacher_weights
+from compress.students.transfer import TransferRequest, with_transfer
+from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_weights
 from compress.train_config import StageRecord, TrainSettings
 from compress.training import predict
 
 
 def train_settings(config: RunConfig) -> TrainSettings:
-    return TrainSettings(batch_size=config.batch_size, seed=config.seed, patience=config.patience,
+    """What every stage of the run trains with: its own settings, and where it gives none, its recipe's
+    (``--recipe``: the ceiling of every stage's epochs and the patience)."""
+    schedule = get_schedule(config.recipe)
+    return TrainSettings(batch_size=config.batch_size, seed=config.seed,
+                         patience=config.patience if config.patience is not None else schedule.patience,
                          precision=config.precision, stop_below=config.stop_below,
-                         metric=config.metric or "accuracy")   # a regression's stages read "accuracy" as Pearson
+                         metric=config.metric or "accuracy",   # a regression's stages read "accuracy" as Pearson
+                         min_epochs=schedule.epochs if config.epochs is None else None)
+
+
+def transfer_request(config: RunConfig, copies: int | None = None) -> TransferRequest:
+    """The transfer data the run's stages learn from: its recipe's augmented copies (``copies`` where a student's
+    ``--augment`` says) and its ``--transfer-text``."""
+    schedule = get_schedule(config.recipe)
+    return TransferRequest(copies=schedule.copies if copies is None else copies, texts=config.transfer_text,
+                           teacher_dir=resolve_teacher_dir(config.teacher), masked_lm=schedule.masked_lm)
 
 
 def check_transform(config: RunConfig, method: Transform, options: Any) -> None:
@@ -74,7 +89,10 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
         with run_directory(out) as tmp:
             log_path = tmp / "log.jsonl"
             with open(log_path, "w") as log:
-                context = Context(data=source.data, task=source.task, tokenizer=load_tokenizer(str(source.directory)),
+                tokenizer = load_tokenizer(str(source.directory))
+                # a recovery trains on the transfer data too, made when its stage first asks
+                data = with_transfer(source.data, source.task, transfer_request(config), tokenizer, show_progress)
+                context = Context(data=data, task=source.task, tokenizer=tokenizer,
                                   device=config.device, speed_device=config.speed_device,
                                   train=train_settings(config), threads=config.threads,
                                   workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name)

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 
 from compress.models.config import EncoderConfig
 from compress.models.presets import PAPER_ABLATION, PAPER_CONFIGS, PAPER_PARAMS
-from compress.registry import Preparation, StudentMethod, register
+from compress.registry import StudentMethod, register
 from compress.students.albert import AlbertOptions, albert_config, build_albert, options_shape, student_config
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
 if TYPE_CHECKING:
-    from compress.data.batching import TokenizedTask
     from compress.distill.recipe import Recipe
     from compress.models.encoder import Encoder
     from compress.reports.footprint import AblationCell, ExplainTable, Explanation
@@ -119,15 +118,6 @@ def build(teacher: Encoder, options: AlbertOptions) -> Encoder:
     return student
 
 
-def prepare(options: AlbertOptions, run: Preparation) -> TokenizedTask:
-    """Augmented training data, when the options ask for it: replacements from the teacher's word-embedding
-    neighbours, as measured on MR, not from a masked-LM head (with BERT-large one forward pass per replaced
-    word would take hours on a CPU before the first step)."""
-    from compress.students.augment import augmented_for
-
-    return augmented_for(run, options.augment_copies, masked_lm=False)
-
-
 # Epochs of the relaxed student (--rank): with its deltas its training loss still falls after three epochs, where
 # the strict one has stopped (MR, rank 48: seed 13 went from 96.3% of the teacher after three epochs to 97.3% after
 # five; seeds 14 and 15 keep 96.5% and 96.8% after five; docs/tutorial.md, section 5). The strict student keeps the
@@ -150,5 +140,5 @@ METHOD = register(StudentMethod(
             "distilled on the logits",
     options=AlbertOptions, why=WHY, explain=explain,
     student_config=student_config,
-    build=build, prepare=prepare, recipe=recipe,
+    build=build, recipe=recipe, copies=lambda o: o.augment_copies,
 ))

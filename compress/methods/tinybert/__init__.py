@@ -3,7 +3,8 @@ prediction-layer distillation, optionally after general distillation on raw text
 augmentation.
 
 Engines: :mod:`compress.students.tinybert`, :func:`compress.distill.recipes.tinybert_recipe`,
-:mod:`compress.students.tinybert.general` and :mod:`compress.students.augment`.
+:mod:`compress.students.tinybert.general`; its data augmentation is every student's transfer data
+(:mod:`compress.students.transfer`).
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ WHY = ("A narrower and shallower student cuts both: parameters by {params:.2f}x 
 
 
 def prepare(options: TinyBertOptions, run: Preparation) -> TokenizedTask:
-    """Augmented training data and a general-distilled starting point, when the options ask for them."""
-    from compress.students.augment import augmented_for
+    """A general-distilled starting point, when the options ask for one (the augmented copies are the run's transfer
+    data: :mod:`compress.students.transfer`)."""
     from compress.students.tinybert.general import general_distillation
 
-    data = augmented_for(run, options.augment_copies)
     if options.general_distillation and not options.init_from:
         options.init_from = str(general_distillation(run.teacher, run.student_shape, device=run.device,
                                                      show_progress=run.show_progress))
-    return data
+    return run.data
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: TinyBertOptions) -> Explanation:
@@ -67,4 +67,5 @@ METHOD = register(StudentMethod(
     summary="narrow and shallow, intermediate-layer then prediction-layer distillation",
     options=TinyBertOptions, why=WHY, explain=explain,
     student_config=tinybert_config, build=build_tinybert, recipe=recipe, prepare=prepare,
+    copies=lambda o: o.augment_copies,
 ))

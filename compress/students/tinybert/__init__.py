@@ -4,7 +4,7 @@ Defaults are the paper's TinyBERT-4: 4 layers, hidden 312, 12 heads, FFN 1200. T
 from random weights, or from a general-distillation checkpoint (distilled on raw text).
 
 What only TinyBERT uses lives beside it: :mod:`.general` (general distillation on a raw-text
-corpus, cached) and :mod:`.augment` (the paper's data augmentation, cached).
+corpus, cached); the paper's data augmentation is every student's transfer data (:mod:`compress.students.transfer`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compress.distill.schedule import check_copies
 from compress.models.config import EncoderConfig
 from compress.students.init_from import check_init_from
 
@@ -37,14 +38,16 @@ class TinyBertOptions:
     project_embeddings: bool = field(default=True, metadata={
         "help": "do not start the embedding tables from the teacher's projected onto its top principal "
                 "directions (ignored with init_from).", "flag": "--no-project-embeddings"})
-    augment_copies: int = field(default=0, metadata={
-        "help": "augmented copies per training sentence (paper: 20, each word replaced with probability 0.4 "
-                "by one of its 15 nearest neighbours; default 0).", "flag": "--augment"})
+    augment_copies: int | None = field(default=None, metadata={
+        "help": "augmented copies per training sentence, learned from the teacher's outputs only (paper: 20, each "
+                "word replaced with probability 0.4 by one of its 15 nearest neighbours; default: the recipe's, "
+                "0 fast, 1 default, 20 thorough).", "flag": "--augment"})
 
 
 def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = None) -> EncoderConfig:
     """The student's shape; vocabulary, positions and token types follow the teacher's."""
     o = options or TinyBertOptions()
+    check_copies(o.augment_copies)
     if o.hidden_size > teacher.hidden_size or o.num_layers > teacher.num_layers:
         raise ValueError(
             f"a TinyBERT student must be no wider and no deeper than its teacher (teacher: "
