@@ -296,36 +296,54 @@ def test_masked_lm_is_asked_about_a_block_of_texts_at_once(tokenizer, neighbours
     assert sum(t != texts[i] for i, t in together) > 300   # words were replaced
 
 
-# --- the augmented train split of a run ---------------------------------------------------------
+# --- the transfer split of a run (compress.students.transfer) ---------------------------------------
 
 
-def test_augmented_train_split_is_cached_and_reused(tokenizer, tmp_path, monkeypatch):
+def _transfer(data, task, tokenizer, copies, texts=None, masked_lm=False):
+    from compress.students.transfer import TransferRequest, with_transfer
+
+    return with_transfer(data, task, TransferRequest(copies, texts, MINILM, masked_lm=masked_lm), tokenizer).transfer
+
+
+def test_the_transfer_split_is_train_then_unlabeled_copies_and_texts_cached_and_reused(tokenizer, tmp_path,
+                                                                                       monkeypatch):
     from helpers import write_tiny_csv
 
     from compress.data import load_task, tokenize_task
+    from compress.distill.losses import NO_LABEL
     from compress.students import augment
 
     monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
     task = load_task(str(write_tiny_csv(tmp_path / "reviews.csv", copies=1)))
     data = tokenize_task(task, tokenizer, max_length=16)
-    config = AugmentConfig(copies=2)
-    first = augment.augmented_train_split(data, task, MINILM, config)
-    assert len(first.splits["train"]) == 3 * len(data.splits["train"]) and first.cache_key != data.cache_key
-    assert first.splits["test"] is data.splits["test"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a film of rare grace\n\nnothing works here\n", encoding="utf-8")
+    first = _transfer(data, task, tokenizer, 2, str(texts))
+    split, train = first.get(), data.splits["train"]
+    assert len(split) == 3 * len(train) + 2
+    # the training sentences first, with their gold labels; then copies and texts, with none
+    assert split["input_ids"][: len(train)] == train["input_ids"] and split["labels"][: len(train)] == train["labels"]
+    assert set(split["labels"][len(train):]) == {NO_LABEL}
+    assert split["input_ids"][-1] == tokenizer("nothing works here", truncation=True, max_length=16)["input_ids"]
+    assert sum(a != b for a, b in zip(split["input_ids"][len(train): 2 * len(train)], train["input_ids"],
+                                      strict=True)) > len(train) // 4   # copy 1 of every sentence: words replaced
 
     def not_again(*args, **kwargs):
         raise AssertionError("augmented again instead of reading the cache")
 
     monkeypatch.setattr(augment, "augment_dataset", not_again)
-    second = augment.augmented_train_split(data, task, MINILM, config)
-    assert second.cache_key == first.cache_key
-    assert second.splits["train"]["input_ids"] == first.splits["train"]["input_ids"]
+    second = _transfer(data, task, tokenizer, 2, str(texts))
+    assert second.key == first.key and second.get()["input_ids"] == split["input_ids"]
     with pytest.raises(AssertionError, match="augmented again"):  # other settings are another entry
-        augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1))
+        _transfer(data, task, tokenizer, 1, str(texts)).get()
+    texts.write_text("another text\n", encoding="utf-8")   # the file's content names the entry, not its path
+    with pytest.raises(AssertionError, match="augmented again"):
+        _transfer(data, task, tokenizer, 2, str(texts)).get()
+    assert _transfer(data, task, tokenizer, 0) is None   # no copies, no texts: no transfer split
 
 
 def test_masked_lm_false_never_asks_the_masked_lm(tokenizer, tmp_path, monkeypatch):
-    # ALBERT's augmentation (masked_lm=False): the head, when a checkpoint has one, is not even loaded.
+    # The default recipe's augmentation (masked_lm=False): the head, when a checkpoint has one, is not even loaded.
     from helpers import write_tiny_csv
 
     from compress.data import load_task, tokenize_task
@@ -339,7 +357,6 @@ def test_masked_lm_false_never_asks_the_masked_lm(tokenizer, tmp_path, monkeypat
         raise AssertionError("the masked-LM head was loaded")
 
     monkeypatch.setattr(augment, "mlm_candidates_from_checkpoint", loaded)
-    out = augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1, masked_lm=False))
-    assert len(out.splits["train"]) == 2 * len(data.splits["train"])
+    assert len(_transfer(data, task, tokenizer, 1).get()) == 2 * len(data.splits["train"])
     with pytest.raises(AssertionError, match="head was loaded"):
-        augment.augmented_train_split(data, task, MINILM, AugmentConfig(copies=1))
+        _transfer(data, task, tokenizer, 1, masked_lm=True).get()

@@ -280,31 +280,34 @@ class _FewNeighbours:
         return ["great", "awful", "film"]
 
 
-def test_damaged_augmented_train_split_is_made_again(task, tokenizer, _isolated_cache, capfd, monkeypatch):
+def test_damaged_transfer_split_is_made_again(task, tokenizer, _isolated_cache, capfd, monkeypatch):
     from compress.students import augment
-    from compress.students.augment import AugmentConfig
+    from compress.students.transfer import TransferRequest, with_transfer
 
     monkeypatch.setattr(augment.EmbeddingNeighbours, "from_checkpoint", lambda *args, **kwargs: _FewNeighbours())
-    teacher_dir = MINILM
     data = tokenize_task(task, tokenizer, max_length=16)
-    config = AugmentConfig(copies=1)
-    first = augment.augmented_train_split(data, task, teacher_dir, config)
-    expected = ids(first.splits["train"])
+    request = TransferRequest(copies=1, texts=None, teacher_dir=MINILM)
+
+    def split():
+        return with_transfer(data, task, request, tokenizer).transfer
+
+    first = split()
+    expected = ids(first.get())
     assert len(expected) == 2 * len(data.splits["train"])
-    entry = _isolated_cache / "augmented" / first.cache_key
-    arrows = sorted((entry / "train").glob("*.arrow"))
+    entry = _isolated_cache / "transfer" / first.key
+    arrows = sorted((entry / "transfer").glob("*.arrow"))
     assert arrows
     flip_byte(arrows[0])
     capfd.readouterr()
 
-    again = augment.augmented_train_split(data, task, teacher_dir, config)
+    again = split()
+    assert ids(again.get()) == expected
     assert_notice_names(capfd.readouterr().err, entry)
-    assert again.cache_key == first.cache_key and ids(again.splits["train"]) == expected
+    assert again.key == first.key
 
     monkeypatch.setattr(augment, "augment_dataset", must_not_run)
-    third = augment.augmented_train_split(data, task, teacher_dir, config)
+    assert ids(split().get()) == expected
     assert capfd.readouterr().err == ""
-    assert ids(third.splits["train"]) == expected
 
 
 _BUILDER = """

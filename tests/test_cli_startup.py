@@ -58,7 +58,11 @@ LIGHT_REFUSALS = [["run", "pruning"], ["run", "int8+distilbert"], ["run", "disti
                   # a comparison's methods and settings (compress.runs.compare_plan)
                   ["compare", "--methods", "nosuch"], ["compare", "--methods", "int8[backend=tvm]"],
                   ["compare", "--seeds", "x"], ["compare", "--precision", "fp8"], ["compare", "--repeats", "0"],
-                  ["compare", "--methods", "int8", "--epochs", "0"]]
+                  ["compare", "--methods", "int8", "--epochs", "0"],
+                  # a recipe, transfer text, learning-rate schedule or count of copies that cannot be
+                  ["run", "distilbert", "--recipe", "slow"], ["run", "distilbert", "--transfer-text", "no/such.txt"],
+                  ["run", "distilbert", "--decay", "exp"], ["run", "distilbert", "--warmup", "1.5"],
+                  ["run", "tinybert", "--augment", "-1"], ["compare", "--methods", "int8", "--recipe", "slow"]]
 
 
 def _env(**more: str) -> dict[str, str]:

@@ -73,6 +73,11 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     assert len(dev.labels) == metrics["dataset"]["sizes"]["dev"]
     assert dev.correct.mean() == metrics["student"]["dev_accuracy"]
     assert metrics["method"] == method
+    # the default recipe: every stage learned from the training sentences and one augmented copy of each, and says
+    # how long it trained
+    train = metrics["dataset"]["sizes"]["train"]
+    assert [st["examples_per_epoch"] for st in metrics["stages"]] == [2 * train] * len(metrics["stages"])
+    assert all(0 < st["epochs"] <= st["max_epochs"] and st["steps"] >= st["epochs"] for st in metrics["stages"])
     t, s = metrics["teacher"], metrics["student"]
     assert t["params"] > s["params"] > 0
     assert metrics["retention"] == pytest.approx(s["accuracy"] / t["accuracy"])
@@ -325,32 +330,32 @@ def test_onnx_export_of_a_run_matches_its_pytorch_logits(tiny):
     assert (out / "model" / "model.onnx").is_file() and (out / "model" / "tokenizer.json").is_file()
 
 
-@pytest.mark.parametrize(("method", "shape", "masked_lm"), [
-    ("tinybert", {"num_layers": 1, "hidden_size": 16, "num_heads": 4, "ffn_size": 32}, True),
-    ("albert", {"embedding_size": 8}, False),
+@pytest.mark.parametrize(("method", "shape", "recipe", "masked_lm"), [
+    ("tinybert", {"num_layers": 1, "hidden_size": 16, "num_heads": 4, "ffn_size": 32}, "thorough", True),
+    ("albert", {"embedding_size": 8}, "default", False),
 ])
 def test_augmentation_reads_the_pretrained_teacher_not_its_fine_tuned_copy(tiny, monkeypatch, method, shape,
-                                                                            masked_lm):
+                                                                            recipe, masked_lm):
     """Only the pre-trained checkpoint can hold the masked-LM head that TinyBERT's augmentation uses; both
-    students that take --augment ask for it with the copies given. TinyBERT asks the head for candidates, as
-    its paper does; ALBERT takes the embedding neighbours it was measured with (a head costs a forward pass
-    per replaced word)."""
+    students that take --augment ask for the copies given, over their recipe's. The thorough recipe asks the head
+    for candidates, as TinyBERT's paper does; the default takes the embedding neighbours (a head costs a forward
+    pass per replaced word)."""
     from compress.runs import pipeline as runner
     from compress.runs.config import RunConfig
-    from compress.students import augment
+    from compress.students import transfer
     from compress.teachers.finetune import FinetuneConfig
     from compress.training import TrainConfig
 
     seen = []
 
-    def stop(data, task, teacher_dir, config, show_progress):
-        seen.append((teacher_dir, config.copies, config.masked_lm))
+    def stop(task, request, show_progress):
+        seen.append((request.teacher_dir, request.copies, request.masked_lm))
         raise KeyboardInterrupt  # stop the run here: only the argument matters
 
     monkeypatch.setenv("COMPRESS_CACHE", tiny["env"]["COMPRESS_CACHE"])
-    monkeypatch.setattr(augment, "augmented_train_split", stop)
+    monkeypatch.setattr(transfer, "_unlabeled_rows", stop)
     config = RunConfig(method, teacher=str(tiny["teacher"]), dataset=str(tiny["csv"]), batch_size=8,
-                       options={"augment_copies": 2, **shape},
+                       options={"augment_copies": 2, **shape}, recipe=recipe,
                        teacher_finetune=FinetuneConfig(TrainConfig(epochs=8, lr=3e-3, batch_size=8)),
                        out=str(tiny["root"] / f"run-augment-{method}"))
     with pytest.raises(KeyboardInterrupt):

@@ -66,6 +66,6 @@ def get_schedule(name: str) -> Schedule:
 
 
 def check_copies(copies: int | None) -> None:
-    """ValueError for a count of augmented copies (a student's ``--augment``) below zero."""
+    """One sentence for a count of augmented copies (a student's ``--augment``) below zero."""
     if copies is not None and copies < 0:
-        raise ValueError(f"--augment is a count of augmented copies, 0 or more, got {copies}.")
+        raise CompressError(f"--augment is a count of augmented copies, 0 or more, got {copies}.")

@@ -62,6 +62,7 @@ class AlbertOptions:
                 "layers; pooler and classifier still come from the teacher."})
 
     def __post_init__(self) -> None:
+        check_copies(self.augment_copies)   # refused as it is given, before anything loads
         # ``auto`` becomes what it means here, so a run's record names the start it really had.
         if self.shared_init == "auto":
             self.shared_init = "average" if self.rank else "last"
@@ -125,7 +126,6 @@ def _source_layers(config: EncoderConfig, blocks: int, shared_init: str) -> list
 
 def student_config(teacher: EncoderConfig, options: AlbertOptions) -> EncoderConfig:
     """The student's shape; with ``init_from``, also checks that the encoder there has it (ValueError)."""
-    check_copies(options.augment_copies)
     if options.intermediate_epochs < 0:
         raise ValueError(f"intermediate_epochs must be 0 (no intermediate stage) or more, "
                          f"got {options.intermediate_epochs}.")

@@ -39,24 +39,16 @@ Choices (where the paper leaves room or needs something we do not have):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import datasets
 import torch
 
-from compress.cache import cached, unreadable
-from compress.data.batching import tokenize_dataset
-from compress.data.quiet import quiet_datasets
-from compress.models.checkpoints import weights_digest
-from compress.paths import cache_dir
-from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
 from compress.training import with_progress
 
 __all__ = [
@@ -76,7 +68,6 @@ the word to mask in it; the answer holds, for each ``b``, replacement words, mos
 """
 
 _UNUSED = re.compile(r"\[unused\d+\]")
-_CACHE_FORMAT = 2  # enters the augmented split's cache key; 2: entries carry checksums.json (compress.cache)
 
 
 def _is_int(value: Any) -> bool:
@@ -504,53 +495,3 @@ def mlm_candidates_from_checkpoint(
     if max(tokenizer.get_vocab().values()) >= model.config.vocab_size:
         raise ValueError(f"the tokenizer does not match the checkpoint in {directory} (vocabulary too large).")
     return _MaskedLMCandidates(model, tokenizer, k, device)
-
-
-def augmented_for(run: Any, copies: int, masked_lm: bool = True) -> Any:
-    """The run's tokenized data (``run``: a method's :class:`~compress.registry.Preparation`) with
-    ``copies`` augmented copies of every training sentence; the data unchanged when ``copies`` is 0."""
-    if not copies:
-        return run.data
-    # The pre-trained teacher, not the fine-tuned one: only the former can hold a masked-LM head.
-    return augmented_train_split(run.data, run.task, resolve_teacher_dir(run.teacher),
-                                 AugmentConfig(copies=copies, masked_lm=masked_lm), run.show_progress)
-
-
-def augmented_train_split(data: Any, task: Any, teacher_dir: Path, config: AugmentConfig,
-                          show_progress: bool = False) -> Any:
-    """``data`` (a :class:`~compress.data.batching.TokenizedTask`) with its train split replaced by
-    the augmented, tokenized train split of ``task``; the cache key changes with the augmentation.
-
-    ``teacher_dir`` is the pre-trained teacher: its masked-LM head, when it has one, proposes the
-    replacements, else its word-embedding neighbours do. The augmented split is cached by data,
-    teacher weights and augmentation settings, so a second run with the same ones does not redo it;
-    the entry ``augmented/<key>/`` (``train/`` and its checksums) is verified on every use and made
-    again when damaged (:mod:`compress.cache`).
-    """
-    material = (f"{_CACHE_FORMAT}|{data.cache_key}|{weights_digest(teacher_dir)}|"
-                f"{json.dumps(config.to_dict(), sort_keys=True)}")
-    key = hashlib.sha256(material.encode()).hexdigest()[:20]
-
-    def build(tmp: Path) -> None:
-        tokenizer = load_tokenizer(str(teacher_dir))
-        neighbours = EmbeddingNeighbours.from_checkpoint(teacher_dir, tokenizer, k=config.candidates)
-        mlm = mlm_candidates_from_checkpoint(teacher_dir, tokenizer, k=config.candidates) if config.masked_lm else None
-        rows = augment_dataset(task.splits["train"], tokenizer, neighbours, config, mlm, show_progress)
-        train = tokenize_dataset(rows.remove_columns("source_id"), tokenizer, data.max_length)
-        with quiet_datasets():
-            train.save_to_disk(str(tmp / "train"))
-
-    train, _ = cached(cache_dir() / "augmented" / key, "augmented train split", build, _load_augmented)
-    return replace(data, splits=datasets.DatasetDict({**data.splits, "train": train}), cache_key=key)
-
-
-def _load_augmented(target: Path) -> datasets.Dataset:
-    """The cached augmented train split (memory-mapped from the entry); ``ValueError`` when the intact
-    entry cannot be read as one (then :func:`compress.cache.cached` augments again)."""
-    try:
-        loaded = datasets.load_from_disk(str(target / "train"))
-    except Exception as e:  # noqa: BLE001 - an entry this version cannot read is rebuilt
-        raise unreadable(e) from e
-    if not isinstance(loaded, datasets.Dataset):
-        raise ValueError("it holds no single train split")
-    return loaded

@@ -43,11 +43,13 @@ class TinyBertOptions:
                 "word replaced with probability 0.4 by one of its 15 nearest neighbours; default: the recipe's, "
                 "0 fast, 1 default, 20 thorough).", "flag": "--augment"})
 
+    def __post_init__(self) -> None:
+        check_copies(self.augment_copies)   # refused as it is given, before anything loads
+
 
 def tinybert_config(teacher: EncoderConfig, options: TinyBertOptions | None = None) -> EncoderConfig:
     """The student's shape; vocabulary, positions and token types follow the teacher's."""
     o = options or TinyBertOptions()
-    check_copies(o.augment_copies)
     if o.hidden_size > teacher.hidden_size or o.num_layers > teacher.num_layers:
         raise ValueError(
             f"a TinyBERT student must be no wider and no deeper than its teacher (teacher: "
