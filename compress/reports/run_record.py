@@ -5,11 +5,13 @@ pipeline's steps, and why the method saves what it saves. :mod:`compress.runs.wr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compress.bench.measurement import Speed
 from compress.data.task import TaskData
+from compress.distill.schedule import SCHEDULES
 from compress.metrics import Metrics
 from compress.models.accounting import COMPONENTS, count_parameters, flops_per_sequence
 from compress.models.encoder import Encoder
@@ -198,12 +200,25 @@ def _precision(stage: StageRecord) -> str:
     return said
 
 
+def _length(stage: StageRecord, spec: Mapping[str, Any]) -> str:
+    """How long a stage trained and why it stopped, where its record says (older records: its recipe's epochs)."""
+    if "epochs" not in stage:
+        return f"{spec['epochs']} epoch(s)"
+    why = {"patience": "stopped: no better dev score", "bar": "stopped: the bar out of reach"}.get(
+        stage.get("stop_reason", ""), "its ceiling")
+    return (f"{stage['epochs']} of at most {stage['max_epochs']} epoch(s) ({why}), {stage['steps']:,} steps on "
+            f"{stage['examples_per_epoch']:,} examples an epoch")
+
+
 def _training_lines(record: RunRecord, config: SavedConfig) -> list[str]:
     lines = ["## Training", ""] if record.stages else []
+    recipe = config.get("run", {}).get("recipe")
+    if record.stages and recipe:
+        lines += [f"Recipe `{recipe}`" + (f": {SCHEDULES[recipe].summary}." if recipe in SCHEDULES else "."), ""]
     for stage, spec in zip(record.stages, config.get("recipe", {}).get("stages", []), strict=True):
         terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
                            for term in spec["terms"])
-        lines.append(f"- **{stage['stage']}**: loss = {terms}; {spec['epochs']} epoch(s) at lr {spec['lr']:g}, "
+        lines.append(f"- **{stage['stage']}**: loss = {terms}; {_length(stage, spec)} at lr {spec['lr']:g}, "
                      f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s){_precision(stage)}.")
         lines += [f"  - ⚠ {warning}" for warning in stage.get("warnings", [])]
     lines += ["", f"Student saved in `student/` ({record.student.layout} layout)."]
