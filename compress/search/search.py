@@ -54,6 +54,7 @@ from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
 from compress.data.batching import choose_max_length, tokenize_task
 from compress.data.load import check_dataset, dataset_args, load_task
+from compress.distill.schedule import DEFAULT_SCHEDULE
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
@@ -116,6 +117,7 @@ class SearchConfig:
     batch_size: int = 32
     device: str = "auto"
     precision: str = "auto"
+    recipe: str = DEFAULT_SCHEDULE        # what every candidate's and finalist's distillation learns from, how long
     threads: int | None = None
     seq_len: int | None = None
     repeats: int = 30
@@ -271,7 +273,8 @@ def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
                          text_pair_column=config.text_pair_column, label_column=config.label_column, task=config.task,
                          dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out,
                          batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
-                         precision=config.precision, threads=config.threads, seq_len=config.seq_len,
+                         precision=config.precision, recipe=config.recipe, threads=config.threads,
+                         seq_len=config.seq_len,
                          repeats=config.repeats, batch_shape=config.batch_shape,
                          teacher_finetune=config.teacher_finetune, executor=config.executor, command=config.command)
 
