@@ -389,6 +389,10 @@ class ComparedModel(ComparedMeasures):
     speedup_iqr: list[float] | None = None  # [q1, q3] of the per-round ratios
     speedup_passes: list[float] = field(default_factory=list)   # each pass's speed-up: its interval is their range
     per_seed: list[SeedResult] = field(default_factory=list)  # one entry: a run that does not depend on the seed
+    # its retention on the training sentences a comparison with --hold-out held out (paired with the teacher's, over
+    # them and the seeds), beside test's; None where nothing was held out
+    held_out_retention: IntervalRecord | None = None
+    recipe: str | None = None   # the recipe its training stages followed (None: it trained nothing, or before recipes)
 
 
 @dataclass

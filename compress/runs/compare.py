@@ -53,7 +53,9 @@ from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import device_name, manifest
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, batch_calls, timed_passes
 from compress.bench.timing import default_threads
+from compress.data.batching import TokenizedTask
 from compress.data.load import check_dataset, dataset_args, load_task
+from compress.data.splits import SELECT
 from compress.data.task import TaskData
 from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
@@ -61,6 +63,7 @@ from compress.metrics import Metrics
 from compress.models.accounting import flops_per_sequence
 from compress.models.checkpoints import load_encoder
 from compress.models.config import EncoderConfig
+from compress.models.encoder import Encoder
 from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.predictions import Predictions, load_predictions
@@ -74,6 +77,7 @@ from compress.reports.records import (
     ComparedTeacher,
     Comparison,
     DatasetRecord,
+    IntervalRecord,
     RunRecord,
     Section,
     SeedResult,
@@ -325,6 +329,7 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
                        show_progress=False), data.splits["test"]["labels"])
     kept = {name: [load_predictions(d, r.predictions) for _, d, r in made_runs] for name, made_runs in runs.items()}
     scored = {name: method_evidence(name, kept[name], teacher_predictions, metric) for name in runs}
+    held_out = _held_out_retentions(runs, teacher, data, finetuned.record["fingerprint"], metric)
     teacher_record = runs[planned[0].name][0][2].teacher
     by_name = {step.name: step for step in planned}
     test_size = len(task.splits["test"])
@@ -350,10 +355,11 @@ def _compare(config: CompareConfig, planned: list[PlannedRun], seeded_runs: list
             scores=shown_scores(teacher_metrics, metric, task), score_intervals=teacher_intervals,
             flops=flops_per_sequence(teacher.config, seq_len), **_timings(timings["teacher"], speed_config),
             accuracy_interval=teacher_intervals[metric.name]),
-        methods=[_with_shown_intervals(
+        methods=[replace(_with_shown_intervals(
                     _compared(step, by_name, runs, timings, speed_config, scored[step.name], teacher_predictions,
                               seq_len, task, [p.metrics() for p in kept[step.name]], score),
-                    kept[step.name], teacher_predictions, teacher_metrics, metric, task)
+                    kept[step.name], teacher_predictions, teacher_metrics, metric, task),
+                    held_out_retention=held_out.get(step.name), recipe=_recipe(step, runs))
                  for step in planned],
         metric=metric.name,
         reused=reused,
@@ -437,6 +443,31 @@ def _compared(step: PlannedRun, planned: dict[str, PlannedRun], runs: dict[str, 
         sections=_sections(step, first),
         accuracy_interval=accuracy, retention_interval=retention, speedup_iqr=[q1, q3], per_seed=per_seed,
     )
+
+
+def _held_out_retentions(runs: dict[str, list[tuple[int, Path, RunRecord]]], teacher: Encoder, data: TokenizedTask,
+                         fingerprint: str, metric: TaskMetric) -> dict[str, IntervalRecord]:
+    """Each row's retention on the training sentences held out (``--hold-out``), paired with the teacher's answers on
+    them, over them and the seeds; none where nothing was held out or a row's runs kept no answers there."""
+    if SELECT not in data.splits:
+        return {}
+    answers = Predictions.of(teacher_logits(teacher, data, SELECT, fingerprint, torch.device("cpu"),
+                                            show_progress=False), data.splits[SELECT]["labels"])
+    found = {}
+    for name, made in runs.items():
+        if all(record.select_predictions for _, _, record in made):
+            kept = [load_predictions(d, record.select_predictions, SELECT) for _, d, record in made]
+            found[name] = method_intervals(method_evidence(name, kept, answers, metric), answers)[1]
+    return found
+
+
+def _recipe(step: PlannedRun, runs: dict[str, list[tuple[int, Path, RunRecord]]]) -> str | None:
+    """The recipe a row's training followed (its own step's or an earlier one's), or None where none trained."""
+    for name in reversed(step.steps):
+        _, run_dir, record = runs[name][0]
+        if record.stages:
+            return json.loads((run_dir / "config.json").read_text())["run"].get("recipe")
+    return None
 
 
 def shown_metrics(metric: TaskMetric, task: TaskData) -> tuple[TaskMetric, ...]:
