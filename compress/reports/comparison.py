@@ -367,6 +367,23 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|<>#])", r"\\\1", text)
 
 
+def _held_out_lines(comparison: ShownComparison) -> list[str]:
+    """Each row's recipe and its retention on the held-out training sentences beside test's, where the comparison
+    held sentences out (``--hold-out``) or its rows trained with a recipe; nothing otherwise."""
+    methods = [m for m in comparison.methods if m.held_out_retention or m.recipe]
+    if not methods:
+        return []
+
+    def shown(interval: ShownInterval | None) -> str:
+        return MISSING if interval is None else \
+            f"{interval.estimate:.1%} ({interval.low:.1%}-{interval.high:.1%})"
+
+    lines = ["", "| method | recipe | retention, held-out sentences | retention, test |", "|:--|:--|--:|--:|"]
+    lines += [f"| {_md(m.name)} | {m.recipe or MISSING} | {shown(m.held_out_retention)} | "
+              f"{shown(m.retention_interval)} |" for m in methods]
+    return lines
+
+
 def _md_table(rows: list[Row], headers: tuple[str, ...] = HEADERS) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|:--" + "|--:" * (len(headers) - 1) + "|"]
     for row in rows:
@@ -399,6 +416,7 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     if said := _verdicts(shown):
         lines += [_md(" ".join(said)), ""]
     lines += _md_table(_rows(shown), _headers(shown, HEADERS))
+    lines += _held_out_lines(shown)
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     warnings = _warnings(shown)
     lines += [""] + [_md(w) + "  " for w in warnings] if warnings else []

@@ -217,6 +217,8 @@ class ShownMethod(ShownModel):
     speedup_iqr: tuple[float, float] | None = None      # schema 3: the per-round ratios' quartiles
     speedup_passes: tuple[float, ...] = ()              # each pass's speed-up (timed in passes)
     per_seed: tuple[ShownSeed, ...] = ()                # schema 3: one entry per run (per seed)
+    held_out_retention: ShownInterval | None = None     # on the training sentences held out (--hold-out)
+    recipe: str | None = None                           # the recipe its training followed
 
     @property
     def name(self) -> str:
@@ -239,6 +241,8 @@ class ShownMethod(ShownModel):
                    retention_intervals=_intervals(data.get("retention_intervals")),
                    speedup_iqr=iqr if len(iqr := _numbers(data.get("speedup_iqr"))) == 2 else None,
                    speedup_passes=_numbers(data.get("speedup_passes")),
+                   held_out_retention=ShownInterval.read(data.get("held_out_retention")),
+                   recipe=_text(data.get("recipe")),
                    per_seed=tuple(ShownSeed(_as_given(r.get("seed")), number(r.get("accuracy")),
                                             number(r.get("retention")))
                                   for r in map(_object, data.get("per_seed") or []) if r))
