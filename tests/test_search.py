@@ -228,7 +228,7 @@ def test_a_run_stopped_by_a_bar_says_so_and_is_not_reused_without_that_bar(tiny,
     csv = write_tiny_csv(tmp_path / "reviews.csv", copies=8)   # small enough that no student reaches 100% on dev
     config = CompareConfig(teacher=str(tiny["teacher"]), dataset=str(csv), out=str(tmp_path), batch_size=8,
                            teacher_finetune=FinetuneConfig(train=TrainConfig(epochs=4, lr=3e-3, batch_size=8)),
-                           stop_below=1.0, threads=1)
+                           stop_below=1.0, threads=1, recipe="fast")   # no patience: a bar alone stops it
     task = load_task(str(csv))
     step = plan_seeds(plan_runs(["distilbert"]), [13])[0]
     _, record, reused = _run_or_reuse(config, step, tmp_path, None, task.fingerprint, show_progress=False)
