@@ -9,10 +9,10 @@ missing, empty or unreadable file is refused before torch or the data load.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from compress.data.sources import sha256_file
 from compress.errors import CompressError
 
 TABLES = (".csv", ".tsv", ".json", ".jsonl", ".parquet")
@@ -44,11 +44,7 @@ def check_transfer_text(path: str) -> Path:
 
 def transfer_digest(path: str) -> str:
     """The SHA-256 of the file's content: what names its transfer data in the caches and the run store."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(Path(path))
 
 
 @dataclass(frozen=True)
