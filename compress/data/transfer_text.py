@@ -9,7 +9,9 @@ missing, empty or unreadable file is refused before torch or the data load.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from compress.data.sources import sha256_file
@@ -43,7 +45,14 @@ def check_transfer_text(path: str) -> Path:
 
 
 def transfer_digest(path: str) -> str:
-    """The SHA-256 of the file's content: what names its transfer data in the caches and the run store."""
+    """The SHA-256 of the file's content: what names its transfer data in the caches and the run store. Read once
+    per version of the file (a comparison makes a RunConfig, and so asks, for every run it plans)."""
+    stat = os.stat(path)
+    return _digest(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _digest(path: str, mtime_ns: int, size: int) -> str:
     return sha256_file(Path(path))
 
 
