@@ -62,7 +62,9 @@ LIGHT_REFUSALS = [["run", "pruning"], ["run", "int8+distilbert"], ["run", "disti
                   # a recipe, transfer text, learning-rate schedule or count of copies that cannot be
                   ["run", "distilbert", "--recipe", "slow"], ["run", "distilbert", "--transfer-text", "no/such.txt"],
                   ["run", "distilbert", "--decay", "exp"], ["run", "distilbert", "--warmup", "1.5"],
-                  ["run", "tinybert", "--augment", "-1"], ["compare", "--methods", "int8", "--recipe", "slow"]]
+                  ["run", "tinybert", "--augment", "-1"], ["compare", "--methods", "int8", "--recipe", "slow"],
+                  # a directory that is no run to answer with
+                  ["predict", "no/such/run", "a film"], ["predict", "tests", "a film"]]
 
 
 def _env(**more: str) -> dict[str, str]:

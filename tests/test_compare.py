@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +14,8 @@ import pytest
 from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.bench.machine import cpu_features, half_available
+from compress.cache import verify
+from compress.predictions import PREDICTIONS_FILE
 from compress.registry import all_methods, names
 from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase, time_phrase
 from compress.reports.records import Comparison, read_run_record
@@ -292,15 +295,27 @@ def test_another_directory_reuses_the_runs_from_the_store_with_its_own_paths(com
     assert [step["run_dir"] for step in chain] == [str(student), str(quantized)]
     assert str(compared["out"]) not in (quantized / "report.md").read_text()
     entries = sorted((compared["root"] / "cache" / "run-store").iterdir())
-    for entry in entries:   # damage every stored run: none is used, each is trained again
-        damaged = next(p for p in entry.rglob("*.safetensors"))
-        damaged.unlink()   # a stored file may be a hard link to a run's: the run keeps its own
-        damaged.write_bytes(b"damaged")
+    # The store and the user's directories share no file: a byte changed in place on one side leaves the other intact.
+    _flip_first_byte(student / PREDICTIONS_FILE)
+    assert all(verify(entry) is None for entry in entries)
+    for entry in entries:   # damage every stored run in place: none is used, each is trained again
+        _flip_first_byte(next(p for p in entry.rglob("*.safetensors")))
+    for made in (run_dir_of(compared["out"], "distilbert", 13), quantized):
+        recorded = json.loads((made / "metrics.json").read_text())["predictions"]
+        assert hashlib.sha256((made / PREDICTIONS_FILE).read_bytes()).hexdigest() == recorded
     again = [*args]
     again[again.index("--out") + 1] = str(compared["root"] / "elsewhere-again")
     retrained = run_cli(*again, env=compared["env"])
     assert retrained.returncode == 0, retrained.stderr
     assert json.loads(retrained.stdout)["reused"] == [] and "damaged" in retrained.stderr
+
+
+def _flip_first_byte(path):
+    """Change one byte of ``path`` where it lies (as a disk fault or a tool writing in place would)."""
+    with open(path, "r+b") as f:
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0xFF]))
 
 
 def test_the_runs_compress_run_finished_are_reused_by_a_comparison(compared):

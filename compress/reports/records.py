@@ -101,6 +101,7 @@ class DatasetRecord:
     in_train: dict[str, int] | None = None     # dev/test rows whose text also occurs in train (None: none, or older)
     dropped: dict[str, int] | None = None      # dev/test rows --dedupe dropped for that reason
     test_classes: dict[str, int] | None = None   # test rows by label name (None: a regression, or older)
+    pairs: bool | None = None                  # True: its examples are text pairs (None: single, or older)
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none(asdict(self))
@@ -191,6 +192,7 @@ class RunRecord:
     select_predictions: str | None = None   # of select_predictions.safetensors: a task with a select split (search)
     phases: dict[str, float] | None = None   # seconds by phase (see above; None: made before runs kept them)
     metric: str | None = None        # --metric: what retention is of (None: the task's default, accuracy or Pearson)
+    model_files: dict[str, str] | None = None   # SHA-256 of each file of its model/ or student/ (None: older)
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,7 +213,7 @@ class RunRecord:
                                 f"{', '.join(older)} or {newest}; run it again.")
         required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
                                                                       "dev_predictions", "select_predictions", "phases",
-                                                                      "metric", "schema_version")]
+                                                                      "metric", "model_files", "schema_version")]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

@@ -48,7 +48,8 @@ def dataset_record(task: TaskData) -> DatasetRecord:
     return DatasetRecord(name=task.name, fingerprint=task.fingerprint, label_names=task.label_names,
                          sizes={name: len(split) for name, split in task.splits.items()},
                          in_train=dict(overlap) if any(overlap.values()) else None,
-                         dropped=dict(task.dropped) if any(task.dropped.values()) else None)
+                         dropped=dict(task.dropped) if any(task.dropped.values()) else None,
+                         pairs=True if task.has_pairs else None)
 
 
 def overlap_lines(dataset: DatasetRecord) -> list[str]:

@@ -2,8 +2,9 @@
 search that asks for it again, whatever its ``--out``.
 
 Every run that finishes, whether `compress run` made it or a comparison or a search did (they train through
-:func:`compress.runs.pipeline.run`), is kept as ``run-store/KEY/``: the run directory as it was written, hard-linked
-where the cache shares the run's filesystem, with ``checksums.json`` verified before every use, built under the
+:func:`compress.runs.pipeline.run`), is kept as ``run-store/KEY/``: a copy of the run directory as it was written
+(a copy-on-write clone where the filesystem makes one, never a hard link: the store and the user's directories share
+no file, so a byte changed on either side leaves the other as it was), with ``checksums.json`` verified before every use, built under the
 entry's lock, like every cache entry (:mod:`compress.cache`). KEY is a digest of what decides the run's result and
 nothing else: its settings as :func:`~compress.runs.config.result_settings` keeps them (not where it is written) with
 the bar a search may stop it at, its options and recipe as its method resolves them today, the task's split
@@ -30,7 +31,7 @@ from typing import Any
 from compress.cache import cached, verify
 from compress.models.checkpoints import weights_digest
 from compress.ownership import mark_run
-from compress.paths import atomic_dir, cache_dir
+from compress.paths import atomic_dir, cache_dir, clone_or_copy
 from compress.registry import StudentMethod, get_method
 from compress.reports.records import RunRecord
 from compress.runs.config import RunConfig, result_settings
@@ -75,17 +76,10 @@ def _entry(key: str) -> Path:
     return cache_dir() / "run-store" / key
 
 
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:   # another filesystem, or links not allowed: a copy
-        shutil.copy2(source, target)
-
-
 def keep(key: str, run_dir: Path) -> None:
     """Keep the finished run in ``run_dir`` under ``key`` (nothing when an intact entry is there already)."""
     cached(_entry(key), "stored run", lambda tmp: shutil.copytree(run_dir, tmp, dirs_exist_ok=True,
-                                                                  copy_function=_link_or_copy), lambda t: t)
+                                                                  copy_function=clone_or_copy), lambda t: t)
 
 
 def restore(key: str, run_dir: Path, config: RunConfig, parent: tuple[Path, RunRecord] | None) -> bool:
@@ -96,7 +90,7 @@ def restore(key: str, run_dir: Path, config: RunConfig, parent: tuple[Path, RunR
         return False
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     with atomic_dir(run_dir) as tmp:
-        shutil.copytree(entry, tmp, dirs_exist_ok=True, copy_function=shutil.copy2,
+        shutil.copytree(entry, tmp, dirs_exist_ok=True, copy_function=clone_or_copy,
                         ignore=shutil.ignore_patterns(CHECKSUMS))
         _relocate(tmp, run_dir, config, parent)
         mark_run(tmp)

@@ -36,6 +36,7 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.splits import SELECT
 from compress.device import resolve_device
+from compress.inference.loaded import model_dir_of, model_files
 from compress.distill.schedule import get_schedule
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
@@ -182,6 +183,7 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         chain=[*source.chain, ChainStep.of(str(Step(method.name, config.options)), out, student, speed["student"])],
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
         select_predictions=select_sha256, metric=config.metric,
+        model_files=model_files(model_dir_of(tmp)),
         phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options),
