@@ -22,7 +22,7 @@ from compress.paths import atomic_write_text
 
 MARKER = ".compress.json"
 FORMAT = "compress-directory/1"
-KINDS = ("run", "comparison")
+KINDS = ("run", "comparison", "export")
 
 
 @dataclass
@@ -62,6 +62,11 @@ def mark_run(directory: Path) -> None:
     metrics = directory / "metrics.json"
     digests = {"metrics.json": _sha256(metrics)} if metrics.is_file() else {}
     _write(directory, Marker("run", entries, digests))
+
+
+def mark_export(directory: Path) -> None:
+    """Mark a finished export folder (``compress export``) as ours: every entry it holds now."""
+    _write(Path(directory), Marker("export", sorted(e for e in os.listdir(directory) if e != MARKER)))
 
 
 def mark_comparison(directory: Path, entries: list[str]) -> None:

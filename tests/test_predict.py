@@ -1,10 +1,13 @@
-"""`compress predict` and `compress.load`: a run's own model answers its test split as the run recorded, on the
-runtime it was measured on; bad input is refused in one line before the model loads."""
+"""`compress predict`, `compress.load` and `compress export`: a run's own model answers its test split as the run
+recorded, on the runtime it was measured on, and so does its exported folder without compress; bad input is refused in
+one line before the model loads."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -93,3 +96,64 @@ def test_bad_input_is_refused_in_one_line_before_the_model_loads(runs, tmp_path)
     for args, expected in cases:
         done = run_cli("predict", *args, env=runs["env"])
         assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)
+
+
+# Run in a fresh, isolated interpreter: the card's code, verbatim, with the modules it must not need made unimportable,
+# then its answer() on each test text alone (as the run scored a quantized model), printed as JSON.
+CARD_RUNNER = r"""
+import importlib.abc, json, re, sys
+blocked = set(sys.argv[3].split(",")) - {""}
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"{name} may not be imported here")
+sys.meta_path.insert(0, Blocked())
+card = open(sys.argv[1] + "/README.md").read()
+code = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+space = {}
+exec(code, space)
+texts = json.load(open(sys.argv[2]))
+print(json.dumps([space["answer"]([text])[0].tolist() for text in texts]))
+"""
+
+
+@pytest.mark.parametrize(("made", "format", "blocked"), [
+    ("int8", "onnx", "compress,torch,transformers"), ("pruned", "onnx", "compress,torch,transformers"),
+    ("student", "openvino", "compress,torch,transformers"), ("student", "hf", "compress")])
+def test_an_exported_folder_serves_without_compress_as_its_card_says(runs, tmp_path, made, format, blocked):
+    """compress export writes the model, tokenizer, config.json and a model card whose Python, run as it stands in a
+    process that cannot import compress (nor torch, but for hf), answers every test text as the run recorded."""
+    run_dir = runs["dirs"][made]
+    out = tmp_path / f"{made}-{format}"
+    done = run_cli("export", str(run_dir), "--out", str(out), "--format", format, env=runs["env"])
+    assert done.returncode == 0, done.stderr
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: ") and "model-index:" in card and "retention" in card
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert f"{record['student']['accuracy']:.4f}" in card
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps(runs["texts"]))
+    served = subprocess.run([sys.executable, "-I", "-c", CARD_RUNNER, str(out), str(texts), blocked],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert served.returncode == 0, served.stderr
+    logits = np.array(json.loads(served.stdout.splitlines()[-1]))
+    recorded = load_predictions(run_dir, record["predictions"])
+    np.testing.assert_allclose(logits, recorded.logits, rtol=0, atol=1e-4)
+    if format != "hf":
+        config = json.loads((out / "config.json").read_text())
+        assert config["labels"] == ["neg", "pos"] and config["max_length"] == record["seq_len"]
+
+
+def test_an_export_the_format_cannot_hold_or_onto_a_foreign_folder_is_refused(runs, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    cases = [((str(runs["dirs"]["pruned"]), "--format", "hf"), "has a shape transformers has no class for"),
+             ((str(runs["dirs"]["int4"]), "--format", "openvino"), "runs on ONNX Runtime's own operators"),
+             ((str(runs["dirs"]["student"]), "--format", "tflite"), "unknown export format"),
+             ((str(runs["dirs"]["student"]), "--out", str(foreign)), "exists and holds no")]
+    for args, expected in cases:
+        out = [] if "--out" in args else ["--out", str(tmp_path / "never")]
+        done = run_cli("export", *args, *out, env=runs["env"])
+        assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)
+    assert not (tmp_path / "never").exists() and [p.name for p in foreign.iterdir()] == ["notes.txt"]

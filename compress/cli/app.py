@@ -31,6 +31,7 @@ def build_app() -> typer.Typer:
     from compress.cli import compare as compare_cli
     from compress.cli import data as data_cli
     from compress.cli import explain as explain_cli
+    from compress.cli import export as export_cli
     from compress.cli import predict as predict_cli
     from compress.cli import pretrain as pretrain_cli
     from compress.cli import run as run_cli
@@ -53,6 +54,7 @@ def build_app() -> typer.Typer:
     app.command("compare")(compare_cli.compare)
     app.command("search")(search_cli.search)
     app.command("predict")(predict_cli.predict)
+    app.command("export")(export_cli.export)
     app.command("pretrain")(pretrain_cli.pretrain)
     app.command("report")(compare_cli.report)
     app.command("results")(compare_cli.results)

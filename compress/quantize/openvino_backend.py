@@ -128,7 +128,7 @@ def compress_weights_int4(onnx_path: Path, xml: Path, group_size: int) -> None:
     ov.save_model(compressed, str(xml), compress_to_fp16=False)
 
 
-def _precision_hint(dtype: str) -> str | None:
+def precision_hint(dtype: str) -> str | None:
     """The inference precision ``dtype`` is compiled with; None leaves OpenVINO's default for the CPU."""
     from compress.bench.machine import cpu_features, half_available
 
@@ -155,7 +155,7 @@ class OvPredictor:
 
         config: dict[str, Any] = {props.inference_num_threads: self.threads, props.num_streams: 1,
                                   hints.performance_mode: hints.PerformanceMode.LATENCY}
-        hint = _precision_hint(self.dtype)
+        hint = precision_hint(self.dtype)
         if hint:
             config[hints.inference_precision] = getattr(ov.Type, hint)
         compiled = ov.Core().compile_model(str(self.path), "CPU", config)
