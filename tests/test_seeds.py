@@ -11,9 +11,9 @@ import pytest
 
 from compress.errors import CompressError
 from compress.predictions import Predictions, load_predictions, save_predictions
-from compress.reports.comparison import render_markdown
+from compress.reports.comparison import render_html, render_markdown
 from compress.reports.comparison_data import read_comparison
-from compress.reports.verdicts import front_names, verdicts
+from compress.reports.verdicts import chosen, front_names, verdict
 from compress.runs.compare_plan import parse_seeds, plan_runs, plan_seeds
 from compress.stats import ratio_quartiles
 
@@ -124,7 +124,7 @@ def test_a_difference_counts_on_the_front_only_after_holms_correction_for_every_
     weak = _comparison()
     for d in weak["differences"]:
         d["p"] = 0.02 if {d["a"], d["b"]} == {"fast", "slow"} else 0.5
-    said = " ".join(verdicts(read_comparison(weak)))
+    said = verdict(read_comparison(weak)).scope
     assert front_names(read_comparison(weak)) == ["fast", "precise", "slow", "teacher"]
     assert "6 pairwise accuracy differences were compared: one is claimed only where it holds after Holm's " \
            "correction for all 6 (a family-wise 5%)" in said
@@ -132,7 +132,7 @@ def test_a_difference_counts_on_the_front_only_after_holms_correction_for_every_
     next(d for d in strong["differences"] if {d["a"], d["b"]} == {"fast", "slow"})["p"] = 0.001
     assert front_names(read_comparison(strong)) == ["fast", "precise", "teacher"]
     # recorded before p-values were: the uncorrected rule, said as such
-    assert "each at 95% and uncorrected for their number" in " ".join(verdicts(read_comparison(_comparison())))
+    assert "each at 95% and uncorrected for their number" in verdict(read_comparison(_comparison())).scope
 
 
 def test_with_several_seeds_the_one_run_rows_say_their_intervals_count_sentences_only():
@@ -147,20 +147,50 @@ def test_with_several_seeds_the_one_run_rows_say_their_intervals_count_sentences
     assert "¹" not in render_markdown(_comparison() | {"seeds": [13]})   # one seed: every interval is one run's
 
 
-def test_the_sentences_claim_97_percent_only_above_the_interval_and_say_which_differences_are_real():
-    said = " ".join(verdicts(read_comparison(_comparison())))
-    assert "3 training seeds (13, 14, 15) and 1,031 test sentences" in said
-    assert "Keep at least 97% of the teacher's accuracy, the whole interval of retention at or above it: fast " \
-           "(97.5–100.0%)." in said
-    assert "Cannot be told from 97% (the interval holds it): precise (96.0–102.0%)." in said
-    assert "Below 97% beyond the interval: slow (92.0–96.0%)." in said
-    assert "Off it: slow, as fast is faster by 2.00×" in said and "more accurate by +4.0 points" in said
-    assert "fast is faster than precise by 1.50× (IQR" in said
-    assert "their accuracies are not distinguishable (precise minus fast: +0.5 points (interval −0.7 to +1.7))" \
-        in said
+def _pair(found, faster: str, slower: str):
+    return next(p for p in found.pairs if (p.faster, p.slower) == (faster, slower))
+
+
+def test_the_verdict_claims_97_percent_only_above_the_interval_and_says_which_differences_are_real():
+    found = verdict(read_comparison(_comparison()))
+    assert "3 training seeds (13, 14, 15) and 1,031 test sentences" in found.scope
+    assert found.keep == (("fast", "97.5–100.0%"),)
+    assert found.unsure == (("precise", "96.0–102.0%"),)
+    assert found.below == (("slow", "92.0–96.0%"),)
+    assert found.front == ("fast", "precise", "teacher")
+    [off] = found.off_front
+    assert off.startswith("slow (fast is faster by 2.00×") and "more accurate by +4.0 points" in off
+    pair = _pair(found, "fast", "precise")
+    assert pair.speed.startswith("1.50× (IQR") and pair.speed_told == "yes"
+    assert pair.accuracy == "+0.5 points (interval −0.7 to +1.7)" and pair.accuracy_told == "no"
+    # the list names each claim once, in this order, and the table has one row per neighbouring pair
+    assert [what.split(" (")[0] for what, _ in found.items()] == [
+        "Keep at least 97% of the teacher", "Cannot be told from 97%", "Below 97% beyond the interval", "On the front",
+        "Off the front"]
+    assert [row[0] for row in found.pair_rows()] == ["fast → precise", "precise → the teacher"]
     # one seed: the intervals say they count the test sentences only
     one = _comparison() | {"seeds": [13]}
-    assert "one training seed" in verdicts(read_comparison(one))[0]
+    assert "one training seed" in verdict(read_comparison(one)).scope
+    # the answer compare offers to export: the fastest on the front that keeps the bar; none where none keeps it
+    assert chosen(read_comparison(_comparison())) == "fast"
+    below = copy.deepcopy(_comparison())
+    below["methods"][0]["retention_interval"] = _interval(0.965, 0.01)
+    assert chosen(read_comparison(below)) is None
+
+
+def test_the_verdict_is_a_list_and_a_table_in_markdown_and_html():
+    page = render_markdown(_comparison())
+    assert "- **Keep at least 97% of the teacher (the whole retention interval at or above it)**: fast " \
+           "(97.5–100.0%)" in page
+    assert "| neighbours on the front | faster by | told apart in speed | accuracy difference | told apart in " \
+           "accuracy |" in page
+    assert re.search(r"^\| fast → precise \| 1\.50× \(IQR [^|]+\| yes \| \+0\.5 points \(interval −0\.7 to "
+                     r"\+1\.7\) \| no \|$", page, re.M)
+    longest = max(len(line) for line in page.split("## How to read")[0].splitlines() if not line.startswith("|"))
+    assert longest < 400   # no paragraph of claims: each line one claim
+    page = render_html(_comparison(), {})
+    assert '<ul class="verdict">' in page and '<table class="verdict">' in page
+    assert "<th scope=\"row\">fast → precise</th>" in page
 
 
 def test_the_table_prints_mean_and_interval_and_the_speed_ups_quartiles():
@@ -173,7 +203,7 @@ def test_a_hand_edited_interval_that_makes_no_sense_falls_back_to_the_tie_rule()
     broken = copy.deepcopy(_comparison())
     broken["methods"][0]["accuracy_interval"] = {"estimate": 0.8, "low": 0.9, "high": 0.7}
     shown = read_comparison(broken)
-    assert not shown.has_intervals and verdicts(shown) == []
+    assert not shown.has_intervals and verdict(shown) is None
     assert re.search(r"\| \d+\.\d \(\d+\.\d–\d+\.\d\) \|", render_markdown(broken))   # the others still show theirs
 
 
@@ -190,16 +220,16 @@ def _in_passes(data: dict, slower: dict[str, list[float]] | None = None) -> dict
 
 
 def test_timed_in_passes_a_model_is_faster_only_by_more_than_the_margin_in_every_pass():
-    said = " ".join(verdicts(read_comparison(_in_passes(_comparison()))))
+    found = verdict(read_comparison(_in_passes(_comparison())))
     assert "speed-ups are from 3 passes of 5 rounds (each pass loading every model afresh), with the lowest and " \
-           "highest pass's, and a model is called faster only when it is more than 5% faster in every pass" in said
-    assert "fast is faster than precise by 1.50× (passes 1.50–1.50×)" in said
-    assert "Off it: slow, as fast is faster by 2.00× (passes 2.00–2.00×)" in said
+           "highest pass's, and a model is called faster only when it is more than 5% faster in every pass" in found.scope
+    assert _pair(found, "fast", "precise").speed == "1.50× (passes 1.50–1.50×)"
+    assert found.off_front[0].startswith("slow (fast is faster by 2.00× (passes 2.00–2.00×)")
     # precise within 4% of fast in one pass of three: no longer "faster", though the rounds' quartiles
     # (the rule before passes) would still say so
     close = _in_passes(_comparison(), {"precise": [1.0, 0.69, 1.0]})
-    said = " ".join(verdicts(read_comparison(close)))
-    assert "fast and precise cannot be told apart in speed (" in said and "(passes 1.03–1.50×)" in said
+    pair = _pair(verdict(read_comparison(close)), "fast", "precise")
+    assert pair.speed_told == "no" and "(passes 1.03–1.50×)" in pair.speed
     rounds = [[ms for one_pass in m["latency_passes_ms"] for ms in one_pass] for m in close["methods"][:2]]
     assert ratio_quartiles(rounds[1], rounds[0])[1] > 1
     # the table's brackets are the lowest and highest pass's speed-up

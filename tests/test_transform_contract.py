@@ -130,11 +130,11 @@ def test_a_method_declared_in_one_place_gets_a_complete_run(tiny, tmp_path, monk
     assert "It changes nothing: 1.00x the parameters of the teacher." in report
 
 
-def test_the_readmes_python_example_runs_as_written():
-    """The README's example of the verb from Python, run in a fresh interpreter as a user would paste it."""
+def test_the_guides_python_example_runs_as_written():
+    """The guide's example of the verb from Python, run in a fresh interpreter as a user would paste it."""
     from helpers import REPO
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "guide.md").read_text()
     block = text.split("<!-- python: apply -->\n```python\n", 1)[1].split("```", 1)[0]
     done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -29,6 +29,7 @@ from compress.bench.measurement import batch_phrase
 from compress.errors import CompressError
 from compress.ownership import mark_comparison, read_marker
 from compress.paths import as_ordinary_file, atomic_write_text
+from compress.registry import Section
 from compress.reports.comparison_data import (
     MISSING,
     REQUIRED_METHOD_FIELDS,
@@ -42,8 +43,7 @@ from compress.reports.comparison_data import (
 )
 from compress.reports.metric_agreement import metrics_section
 from compress.reports.plots import render_plots, steps_stem
-from compress.reports.records import Section
-from compress.reports.verdicts import front_names, verdicts
+from compress.reports.verdicts import PAIR_HEADERS, called, front_names, verdict
 from compress.task_metrics import METRICS
 
 __all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
@@ -186,8 +186,44 @@ def _warnings(comparison: ShownComparison) -> list[str]:
         [f"{m.name}: {m.runtime_note}." for m in comparison.methods if m.runtime_note]
 
 
-def _verdicts(comparison: ShownComparison) -> list[str]:
-    return [in_metric(sentence, comparison) for sentence in verdicts(comparison)]
+def _verdict_parts(comparison: ShownComparison) -> tuple[list[tuple[str, str]], list[list[str]], str] | None:
+    """The verdict worded in the comparison's metric: the list (claim, models), the rows of the neighbouring
+    pairs' table, and what the intervals count; None for a comparison without intervals."""
+    found = verdict(comparison)
+    if found is None:
+        return None
+    items = [(in_metric(what, comparison), models) for what, models in found.items()]
+    rows = [[in_metric(cell, comparison) for cell in row] for row in found.pair_rows()]
+    return items, rows, in_metric(found.scope, comparison)
+
+
+def _md_verdict(comparison: ShownComparison) -> list[str]:
+    """The verdict in markdown: a short list, the table of neighbours on the front, and what the intervals count."""
+    parts = _verdict_parts(comparison)
+    if parts is None:
+        return []
+    items, rows, scope = parts
+    lines = [f"- **{_md(what)}**: {_md(models)}" for what, models in items] + [""]
+    if rows:
+        headers = [in_metric(h, comparison) for h in PAIR_HEADERS]
+        lines += ["| " + " | ".join(headers) + " |", "|:--|--:|:--|--:|:--|",
+                  *("| " + " | ".join(map(_md, row)) + " |" for row in rows), ""]
+    return lines + [f"_{_md(scope)}_", ""]
+
+
+def _html_verdict(comparison: ShownComparison) -> list[str]:
+    """The verdict as HTML: the list, the table of neighbours on the front (``table.verdict``), what intervals
+    count."""
+    parts = _verdict_parts(comparison)
+    if parts is None:
+        return []
+    items, rows, scope = parts
+    out = ['<ul class="verdict">' + "".join(f"<li><strong>{html.escape(what)}</strong>: {html.escape(models)}</li>"
+                                            for what, models in items) + "</ul>"]
+    if rows:
+        out.append(_html_section(Section("verdict", headers=[in_metric(h, comparison) for h in PAIR_HEADERS],
+                                         rows=rows)))
+    return out + [f'<p class="scope">{html.escape(scope)}</p>']
 
 
 def _headers(comparison: ShownComparison, headers: tuple[str, ...]) -> tuple[str, ...]:
@@ -413,8 +449,7 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     lines = [f"# {_md(_title(shown))}", ""]
     if _context_line(shown):
         lines += [_md(" · ".join(_context_line(shown))), ""]
-    if said := _verdicts(shown):
-        lines += [_md(" ".join(said)), ""]
+    lines += _md_verdict(shown)
     lines += _md_table(_rows(shown), _headers(shown, HEADERS))
     lines += _held_out_lines(shown)
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
@@ -491,8 +526,7 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if shown.context.created:
         made += f", {_md(shown.context.created)}"
     lines = [f"{heading} {_md(_title(shown))}", "", made + f"; rendered from `{Path(path).as_posix()}`.", ""]
-    if said := _verdicts(shown):
-        lines += [_md(" ".join(said)), ""]
+    lines += _md_verdict(shown)
     rows = _rows(shown)
     lines += _md_table([Row(row.short or row.name, None, row.cells) for row in rows])
     if any(ONE_RUN in cell for row in rows for cell in row.cells):
@@ -503,6 +537,38 @@ def render_summary(path: Path, heading: str = "##") -> str:
     if (metrics := metrics_section(shown)) is not None:   # where the metrics disagree, the page says so too
         lines += ["", f"{heading}# {METRICS_HEADING}", "", *_md_section(metrics)]
     lines += [_md(w) + "  " for w in _warnings(shown)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+BRIEF_COLUMNS = (2, 5, 8)   # of HEADERS after the name: size (MB), retention, speed-up
+
+
+def render_brief(path: Path) -> str:
+    """The comparison in ``path`` as a page's one results table (the README's): each model's size, retention and
+    speed-up, and the verdict in two sentences; ``render_summary`` has the rest."""
+    data = _read_json(Path(path))
+    shown = read_comparison(data)
+    seeds = len(shown.context.seeds)
+    cpu = (data.get("manifest") or {}).get("cpu") or {}
+    made = (f"{_md(_title(shown))}: {seeds} seed{'s' if seeds != 1 else ''}, timed on "
+            f"{_md(shown.context.gpu or cpu.get('model') or 'an unrecorded CPU')}, "
+            f"{_md(str(shown.context.created or '')[:10])} (`{Path(path).as_posix()}`).")
+    headers = tuple(_headers(shown, HEADERS)[i] for i in (0, *BRIEF_COLUMNS))
+    rows = [Row(row.short or row.name, None, [row.cells[i - 1] for i in BRIEF_COLUMNS]) for row in _rows(shown)]
+    lines = [made, "", *_md_table(rows, headers), ""]
+    found = verdict(shown)
+    if found is not None:
+        def count(n: int) -> str:
+            return "none" if n == 0 else f"{n} model{'s' if n > 1 else ''}"
+
+        keep = ", ".join(name for name, _ in found.keep) or "No model"
+        lines.append(_md(in_metric(
+            f"{keep} keep{'s' if len(found.keep) == 1 else ''} 97% of the teacher beyond the interval; the intervals "
+            f"of {count(len(found.unsure))} hold 97%, and {count(len(found.below))} lie below it. On the front, "
+            f"fastest first: {', '.join(map(called, found.front))}.", shown)))
+    if any(ONE_RUN in cell for row in rows for cell in row.cells):
+        lines += ["", f"{ONE_RUN} one run: its interval counts the test sentences only."]
+    lines += _front_sentences(shown)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -530,6 +596,7 @@ figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9rem; }
 .details { color: #666; font-size: 0.88rem; margin: 0; }
 ul.notes { color: #444; font-size: 0.9rem; }
+ul.verdict { margin: 0.8rem 0; } p.scope { color: #555; font-size: 0.88rem; }
 p.warning { color: #8a5300; }
 section.method:target { background: #fffbe6; }
 """
@@ -622,7 +689,7 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
         f"<h1>{title}</h1>", f'<p class="context">{html.escape(" · ".join(_context_line(shown)))}</p>',
-        *(f'<p class="verdicts">{html.escape(" ".join(said))}</p>' for said in [_verdicts(shown)] if said),
+        *_html_verdict(shown),
         "<h2>Results</h2>", _html_table(_rows(shown), _headers(shown, HEADERS)),
     ]
     parts += [f"<p>{html.escape(sentence)}</p>" for sentence in _front_sentences(shown)]

@@ -22,9 +22,9 @@ This page is generated: `compress results` renders every comparison file in `{di
 `comparison.json` that `compress compare` wrote, kept with the command, the CPU and the date that made it).
 To add a result, copy a comparison's `comparison.json` there under a name of its own and run the command
 again; edit nothing here by hand. Speed-ups hold for the CPU they were measured on. Where a comparison prints
-intervals (in brackets, a 95% interval from low to high, over its seeds and test sentences), the paragraph
-above its table says which differences lie beyond them; one without (made before seeds) is one seed on one
-test split.
+intervals (in brackets, a 95% interval from low to high, over its seeds and test sentences), the list and
+the table of neighbouring pairs above its table say which differences lie beyond them; one without (made
+before seeds) is one seed on one test split.
 """
 
 

@@ -153,13 +153,78 @@ def _beaten_by(comparison: ShownComparison, name: str,
     return max(found)[1:] if found else None
 
 
-def verdicts(comparison: ShownComparison) -> list[str]:
-    """The paragraph at the top of a report with intervals: what the intervals count, which models keep 97% of
-    the teacher beyond doubt, the front, and for each two neighbours on it whether their speed and accuracy
-    differ beyond the intervals. Empty for a comparison without intervals."""
+Retained = tuple[tuple[str, str], ...]   # (model, its retention interval as text), in the comparison's order
+PAIR_HEADERS = ("neighbours on the front", "faster by", "told apart in speed", "accuracy difference",
+                "told apart in accuracy")
+
+
+@dataclass(frozen=True)
+class FrontPair:
+    """Two neighbours on the front, the faster first: how much faster, and the slower's accuracy minus the faster's,
+    each with whether the intervals tell them apart ("yes", "no", or "yes: X is more accurate", "no: X is faster by
+    ..." where the passes order them against the medians, "no, after the correction")."""
+
+    faster: str
+    slower: str
+    speed: str
+    speed_told: str
+    accuracy: str
+    accuracy_told: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a comparison with intervals may claim, as a short list and a table: the models that keep the bar
+    beyond their interval, those the interval cannot tell from it, those below it; the front (and why each model
+    off it is off); each two neighbours on the front; and ``scope``, what the intervals count."""
+
+    scope: str
+    keep: Retained
+    unsure: Retained
+    below: Retained
+    front: tuple[str, ...]
+    off_front: tuple[str, ...]
+    pairs: tuple[FrontPair, ...]
+
+    def items(self) -> list[tuple[str, str]]:
+        """The list: (what, which models), one entry per claim that has models."""
+        target = f"{100 * RETENTION_TARGET:.0f}%"
+
+        def shown(models: Retained) -> tuple[str, ...]:
+            return tuple(f"{name} ({interval})" for name, interval in models)
+
+        entries = [(f"Keep at least {target} of the teacher (the whole retention interval at or above it)",
+                    shown(self.keep)),
+                   (f"Cannot be told from {target} (the interval holds it)", shown(self.unsure)),
+                   (f"Below {target} beyond the interval", shown(self.below)),
+                   ("On the front (no other model both faster and more accurate beyond the intervals), fastest "
+                    "first", tuple(map(called, self.front))),
+                   ("Off the front", self.off_front)]
+        return [(what, ", ".join(models)) for what, models in entries if models]
+
+    def pair_rows(self) -> list[list[str]]:
+        """The table of neighbouring pairs: ``faster → slower``, the speed-up with its passes, the slower's accuracy
+        minus the faster's with its interval, and whether each is told apart."""
+        return [[f"{called(p.faster)} → {called(p.slower)}", p.speed, p.speed_told, p.accuracy, p.accuracy_told]
+                for p in self.pairs]
+
+
+def verdict(comparison: ShownComparison) -> Verdict | None:
+    """What the intervals of a comparison support (see the module docstring); None for one without intervals."""
     if not comparison.has_intervals:
-        return []
-    return [_scope(comparison), *_retention(comparison), *_front(comparison)]
+        return None
+    keep, unsure, below = _retention(comparison)
+    front, off_front, pairs = _front(comparison)
+    return Verdict(_scope(comparison), keep, unsure, below, front, off_front, pairs)
+
+
+def chosen(comparison: ShownComparison) -> str | None:
+    """The model a comparison answers with: the fastest on the front whose whole retention interval keeps the bar;
+    None when none does (or the comparison has no intervals)."""
+    found = verdict(comparison)
+    if found is None:
+        return None
+    return next((name for name in found.front if name != "teacher" and name in dict(found.keep)), None)
 
 
 def _scope(comparison: ShownComparison) -> str:
@@ -185,64 +250,53 @@ def _scope(comparison: ShownComparison) -> str:
     return f"Measured with {counted}{rounds}.{family}."
 
 
-def _retention(comparison: ShownComparison) -> list[str]:
-    kept, unsure, below = [], [], []
+def _retention(comparison: ShownComparison) -> tuple[Retained, Retained, Retained]:
+    """The models whose retention interval lies at or above the bar, across it, and below it."""
+    kept: list[tuple[str, str]] = []
+    unsure: list[tuple[str, str]] = []
+    below: list[tuple[str, str]] = []
     for m in comparison.methods:
         interval = m.retention_interval
         if interval is None:
             continue
-        entry = f"{m.method} ({percent_range(interval)})"
+        entry = (m.method, percent_range(interval))
         (kept if interval.low >= RETENTION_TARGET else below if interval.high < RETENTION_TARGET else unsure).append(
             entry)
-    target = f"{100 * RETENTION_TARGET:.0f}%"
-    out = []
-    if kept:
-        out.append(f"Keep at least {target} of the teacher's accuracy, the whole interval of retention at or above "
-                   f"it: {', '.join(kept)}.")
-    if unsure:
-        out.append(f"Cannot be told from {target} (the interval holds it): {', '.join(unsure)}.")
-    if below:
-        out.append(f"Below {target} beyond the interval: {', '.join(below)}.")
-    return out
+    return tuple(kept), tuple(unsure), tuple(below)
 
 
-def _called(name: str) -> str:
+def called(name: str) -> str:
+    """How a verdict names a model: the teacher as such."""
     return "the teacher" if name == "teacher" else name
 
 
-def _front(comparison: ShownComparison) -> list[str]:
+def _front(comparison: ShownComparison) -> tuple[tuple[str, ...], tuple[str, ...], tuple[FrontPair, ...]]:
+    """The front (fastest first), why each model off it is off, and each two neighbours on it."""
     differing = corrected(comparison)
     front = _front_of(comparison, differing)
     models = dict(comparison.models())
-    out = [f"On the Pareto front, where no other model is both faster and more accurate beyond the intervals: "
-           f"{', '.join(map(_called, front))}."]
+    off = []
     for name in models:
         beaten = _beaten_by(comparison, name, differing) if name not in front else None
         if beaten is not None:
             other, ratio, difference = beaten
-            out.append(f"Off it: {_called(name)}, as {_called(other)} is faster by {ratio.text()} and more accurate "
-                       f"by {points_text(difference)}.")
+            off.append(f"{called(name)} ({called(other)} is faster by {ratio.text()} and more accurate by "
+                       f"{points_text(difference)})")
+    pairs = []
     for fast, slow in itertools.pairwise(front):
         ratio, difference = speed_ratio(models[fast], models[slow]), comparison.difference(slow, fast)
         if ratio is None or difference is None:
             continue
-        quick, careful = _called(fast), _called(slow)
         reverse = speed_ratio(models[slow], models[fast])
-        if ratio.beyond:
-            speed = f"{quick} is faster than {careful} by {ratio.text()}"
-        elif reverse is not None and reverse.beyond:   # the medians order them one way, the rounds or passes the other
-            speed = f"{careful} is faster than {quick} by {reverse.text()}"
-        else:
-            speed = f"{quick} and {careful} cannot be told apart in speed ({ratio.text()})"
+        # the medians order them one way, the passes (or rounds) may order them the other
+        told = "yes" if ratio.beyond else f"no: {called(slow)} is faster by {reverse.text()}" \
+            if reverse is not None and reverse.beyond else "no"
         if more_accurate(comparison, slow, fast, differing) is not None:
-            accuracy = f"{careful} is more accurate by {points_text(difference)}"
+            accurate = f"yes: {called(slow)} is more accurate"
         elif more_accurate(comparison, fast, slow, differing) is not None:
-            accuracy = f"{quick} is more accurate by {points_text(difference.negated())}"
+            accurate = f"yes: {called(fast)} is more accurate"
         else:
-            after = " after the correction" if differing is not None and not difference.low <= 0 <= difference.high \
-                else ""
-            accuracy = f"their accuracies are not distinguishable{after} ({careful} minus {quick}: " \
-                       f"{points_text(difference)})"
-        sentence = f"{speed}; {accuracy}."
-        out.append("The" + sentence[3:] if sentence.startswith("the ") else sentence)   # a method's name keeps its case
-    return out
+            accurate = "no, after the correction" if differing is not None and \
+                not difference.low <= 0 <= difference.high else "no"
+        pairs.append(FrontPair(fast, slow, ratio.text(), told, points_text(difference), accurate))
+    return tuple(front), tuple(off), tuple(pairs)
