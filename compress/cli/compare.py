@@ -137,8 +137,16 @@ def compare(
         return
     from compress.reports.comparison_data import read_comparison
 
-    console.print(_table(read_comparison(comparison.to_dict())))
+    shown = read_comparison(comparison.to_dict())
+    console.print(_table(shown))
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
+    from compress.reports.verdicts import chosen
+
+    if (name := chosen(shown)) is not None and (run_dir := next(m for m in shown.methods if m.method == name).run_dir):
+        from compress.inference.export import export_command
+
+        console.print(f"the fastest model that keeps 97% of the teacher beyond its interval is {escape(name)}; export "
+                      f"it: {escape(export_command(run_dir))}", highlight=False, soft_wrap=True)
 
 
 def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | None,

@@ -58,6 +58,14 @@ def default_format(backend: str, layout: str | None) -> str:
     return "hf"
 
 
+def export_command(run_dir: Path | str) -> str:
+    """The one command that exports a run (what search and compare print under their answer)."""
+    import shlex
+
+    run_dir = Path(run_dir)
+    return shlex.join(["compress", "export", str(run_dir), "--out", f"export-{run_dir.name}"])
+
+
 def plan_export(run_dir: Path | str, format: str | None = None) -> ExportPlan:
     """The export of ``run_dir`` in ``format`` (None: :func:`default_format`), or one sentence on why it cannot be."""
     if format is not None and format not in FORMATS:
