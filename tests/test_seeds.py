@@ -235,3 +235,28 @@ def test_timed_in_passes_a_model_is_faster_only_by_more_than_the_margin_in_every
     # the table's brackets are the lowest and highest pass's speed-up
     page = render_markdown(close)
     assert "| 1.67x (1.67–2.42) |" in page and "the speed-up the median of the passes', and in brackets the lowest and highest" in page
+
+
+def test_the_verdict_reads_as_a_list_and_a_table_in_headless_chromium(tmp_path):
+    """comparison.html as a reader sees it: above the results table, the list of claims and a table with one row per
+    neighbouring pair on the front, its cells the facts the verdict holds, on screen at 1300 pixels."""
+    from helpers import chromium_page
+
+    from compress.reports.comparison import write_comparison
+
+    write_comparison(_comparison(), tmp_path)
+    with chromium_page(tmp_path / "comparison.html") as (page, _):
+        page.set_viewport_size({"width": 1300, "height": 900})
+        items = page.locator("ul.verdict li").all_inner_texts()
+        assert items[0] == ("Keep at least 97% of the teacher (the whole retention interval at or above it): fast "
+                            "(97.5–100.0%)")
+        assert items[3].endswith(": fast, precise, the teacher")
+        rows = page.locator("table.verdict tbody tr")
+        assert rows.count() == 2
+        cells = rows.nth(0).locator("th, td").all_inner_texts()
+        assert cells[0] == "fast → precise" and cells[1].startswith("1.50×") and cells[2] == "yes"
+        assert cells[3] == "+0.5 points (interval −0.7 to +1.7)" and cells[4] == "no"
+        verdict_box = page.locator("table.verdict").bounding_box()
+        results_box = page.locator("table#comparison").bounding_box()
+        assert verdict_box["y"] + verdict_box["height"] <= results_box["y"]   # the verdict comes first
+        assert verdict_box["x"] + verdict_box["width"] <= 1300                # and fits the screen
