@@ -38,6 +38,48 @@ def notice(message: str) -> None:
     Console(stderr=True).print(f"[yellow]![/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+# A full disk or an exhausted quota. Libraries written in Rust (safetensors, tokenizers) report it in their own
+# exception's text, "No space left on device (os error 28)", rather than as an OSError.
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the user's quota) had no room for what was being written."""
+    if isinstance(error, OSError) and error.errno in _FULL:
+        return True
+    return any(f"(os error {code})" in str(error) for code in _FULL)
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.0f} kB"
+
+
+def _size_of(path: Path) -> int:
+    """Bytes in the files under ``path`` (or of the file ``path``); 0 where there is nothing."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
+def disk_full(target: Path, written: int) -> CompressError:
+    """The sentence for a write of ``target`` that ran out of space after ``written`` bytes (exit 1: nothing was wrong
+    with the input)."""
+    where = Path(target).absolute().parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = _megabytes(shutil.disk_usage(where).free)
+    except OSError:
+        free = "an unknown amount"
+    progress = f", and ran out after writing {_megabytes(written)} of it" if written else ""
+    return CompressError(f"no space left for {target}: it needs more than the {free} free on the disk (or quota) "
+                         f"holding it{progress}; nothing of it was kept. Free some space (`compress cache prune`) or "
+                         "write it elsewhere.", exit_code=1)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -202,8 +244,11 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         try:
             yield tmp
             replace_dir(tmp, target)
-        except BaseException:
+        except BaseException as e:
+            written = _size_of(tmp) if is_disk_full(e) else 0
             shutil.rmtree(tmp, ignore_errors=True)
+            if is_disk_full(e):
+                raise disk_full(target, written) from None
             raise
 
 
@@ -219,8 +264,11 @@ def atomic_file(path: Path) -> Iterator[Path]:
     try:
         yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
+        written = _size_of(Path(tmp)) if is_disk_full(e) else 0
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise disk_full(path, written) from None
         raise
 
 

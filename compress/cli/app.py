@@ -28,6 +28,7 @@ def build_app() -> typer.Typer:
     """The typer application with every command (imports typer, rich and the command modules)."""
     import typer
 
+    from compress.cli import cache as cache_cli
     from compress.cli import compare as compare_cli
     from compress.cli import data as data_cli
     from compress.cli import explain as explain_cli
@@ -49,6 +50,7 @@ def build_app() -> typer.Typer:
     # `compress teacher finetune` reads better for the one-teacher commands; both names work.
     app.add_typer(teachers_cli.app, name="teacher", hidden=True)
     app.add_typer(data_cli.app, name="data")
+    app.add_typer(cache_cli.app, name="cache")
     app.command("run")(run_cli.run)
     app.command("explain")(explain_cli.explain)
     app.command("compare")(compare_cli.compare)
@@ -133,6 +135,12 @@ def _main() -> None:
     except Exception as e:  # noqa: BLE001 - the last line of defence for the user
         if os.environ.get("COMPRESS_DEBUG") == "1":
             raise
+        from compress.paths import is_disk_full
+
+        if is_disk_full(e):   # a write outside the atomic helpers, which name what they were writing
+            where = f" while writing {e.filename}" if isinstance(e, OSError) and e.filename else ""
+            _fail(f"no space left on the disk (or in the quota){where}; free some space (`compress cache prune`) "
+                  "or write elsewhere.", 1)
         _fail(f"unexpected {type(e).__name__}: {e} (set COMPRESS_DEBUG=1 for the traceback).", 1)
     # Without standalone mode typer returns the code of a `typer.Exit` a command raised.
     if isinstance(code, int) and code:
