@@ -1,0 +1,614 @@
+"""What the cache holds, and removing entries from it without harm: the library under `compress cache`.
+
+The cache root (:func:`compress.paths.cache_dir`) holds one folder per kind of entry (:data:`KINDS`): fine-tuned
+teachers, tokenized splits, the teacher's stored outputs, the run store, transfer data, probes and the rest. An entry
+is a directory (or, for the probe kinds, one JSON file) that compress wrote, and is recognised by its content: the
+``checksums.json`` of :mod:`compress.cache`, a dataset source's ``manifest.json``, an unfinished training's digest
+record, a probe file's own keys. Anything else under the root (an unknown folder, a stray file, a symbolic link, an
+entry without its marker) is *other*: listed with its size, never removed.
+
+Sizes are allocated bytes (``st_blocks * 512``, as ``du`` counts them; a file with several hard links once), never
+following a symbolic link, so that the entries, the others and the folders themselves add up to ``du -s`` of the
+root. An entry's age is the time since it, or a file at its top, was last modified (entries record no last use).
+
+An entry is *in use* while another process holds its lock (``.NAME.lock``, :func:`compress.paths.locked`): listing
+tests that lock without taking it; removing takes it, without waiting, and holds it while the entry is moved aside
+(``.NAME.old-*``, as :func:`compress.paths.replace_dir` does) and deleted, so nobody starts to use an entry while it
+goes, and nobody sees part of one. An unfinished training's checkpoint (``unfinished/``) has no lock: one written in
+the last :data:`UNFINISHED_QUIET` seconds counts as in use. Temporary directories that a killed process left beside an
+entry (``.NAME.tmp-*``, ``.NAME.old-*``) are listed as leftovers; prune and clear remove them unless the entry's lock
+is held (then they are being written).
+
+Nothing here imports torch: `compress cache` answers at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from compress.errors import CompressError
+from compress.paths import cache_dir, lock_path, try_lock
+
+# The marker files entries carry, as the modules that write them name them (compress.cache.CHECKSUMS,
+# compress.data.sources.MANIFEST; tests/test_cache_command.py checks they agree). Imported by name they would pull in
+# torch, which `compress cache` does not need.
+CHECKSUMS = "checksums.json"
+MANIFEST = "manifest.json"
+UNFINISHED_DIGESTS = "state.sha256.json"
+
+UNFINISHED_QUIET = 24 * 3600   # an unfinished checkpoint written this recently may belong to a training still running
+_READ_LIMIT = 64 << 20         # the largest record read to recognise an entry or say what made it (a probe file grows)
+_LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<how>tmp|old)-[A-Za-z0-9_]{8}")
+_LOCK = re.compile(r"\.(?P<name>.+)\.lock")
+
+
+# --- kinds ---------------------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> object:
+    """The JSON value in ``path`` (a regular file of at most :data:`_READ_LIMIT` bytes), else None."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _READ_LIMIT:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _field(data: object, *keys: str) -> str | None:
+    """``data[keys[0]][keys[1]]...`` as a short string where every step is there, else None."""
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    if data is None or isinstance(data, (dict, list)):
+        return None
+    text = str(data)
+    return Path(text).name if "/" in text else text   # a teacher or corpus given as a path: its last part
+
+
+def _has_checksums(entry: Path) -> bool:
+    checksums = _read_json(entry / CHECKSUMS)
+    return isinstance(checksums, dict) and isinstance(checksums.get("files"), dict)
+
+
+def _is_data_source(entry: Path) -> bool:
+    manifest = _read_json(entry / MANIFEST)
+    return isinstance(manifest, dict) and isinstance(manifest.get("archive"), dict) and "files" in manifest
+
+
+def _is_unfinished(entry: Path) -> bool:
+    digests = _read_json(entry / UNFINISHED_DIGESTS)
+    return isinstance(digests, dict) and isinstance(digests.get("sha256"), list)
+
+
+def _is_probe_file(entry: Path) -> bool:
+    data = _read_json(entry)
+    return isinstance(data, dict) and isinstance(data.get("context"), dict)
+
+
+def _is_step_precision_file(entry: Path) -> bool:
+    data = _read_json(entry)
+    return isinstance(data, dict) and "schema" in data and isinstance(data.get("key"), dict)
+
+
+def _made_by_teacher(entry: Path) -> str | None:
+    record = _read_json(entry / "record.json")
+    teacher, dataset = _field(record, "teacher"), _field(record, "dataset")
+    return f"{teacher} fine-tuned on {dataset}" if teacher and dataset else None
+
+
+def _made_by_general(entry: Path) -> str | None:
+    record = _read_json(entry / "record.json")
+    teacher, corpus = _field(record, "teacher"), _field(record, "corpus")
+    return f"general distillation of {teacher} on {corpus}" if teacher and corpus else None
+
+
+def _made_by_pretrain(entry: Path) -> str | None:
+    record = _read_json(entry / "record.json")
+    objective, teacher, corpus = _field(record, "objective"), _field(record, "teacher"), _field(record, "corpus")
+    return f"{objective} pre-training from {teacher} on {corpus}" if objective and teacher and corpus else None
+
+
+def _made_by_tokenized(entry: Path) -> str | None:
+    meta = _read_json(entry / "meta.json")
+    task, length = _field(meta, "task"), _field(meta, "max_length")
+    return f"{task} tokenized to {length} tokens" if task and length else None
+
+
+def _made_by_data(entry: Path) -> str | None:
+    source = _field(_read_json(entry / MANIFEST), "archive", "source")
+    return f"dataset {entry.name} from {source}" if source else None
+
+
+def _made_by_run(entry: Path) -> str | None:
+    config = _read_json(entry / "config.json")
+    method, teacher, dataset = (_field(config, "run", key) for key in ("method", "teacher", "dataset"))
+    if not method:   # a run whose config.json says less: its record names the method and the data
+        metrics = _read_json(entry / "metrics.json")
+        method, dataset = _field(metrics, "method"), _field(metrics, "dataset", "name")
+    if not method:
+        return None
+    return f"run {method}" + (f" of {teacher}" if teacher else "") + (f" on {dataset}" if dataset else "")
+
+
+def _split_of(entry: Path) -> str | None:
+    """The split a stored teacher output is of: its name is TEACHER-TOKENIZATION-SPLIT[-...]."""
+    parts = entry.name.split("-")
+    return parts[2] if len(parts) >= 3 and parts[2].isalpha() else None
+
+
+def _made_by_logits(entry: Path) -> str | None:
+    split = _split_of(entry)
+    return f"teacher logits on {split}" if split else None
+
+
+def _made_by_targets(entry: Path) -> str | None:
+    split = _split_of(entry)
+    return f"teacher hidden states and attention on {split}" if split else None
+
+
+def _made_by_probes(entry: Path) -> str | None:
+    data = _read_json(entry)
+    threads, seq = _field(data, "context", "threads"), _field(data, "context", "seq_len")
+    return f"a search's speed probes ({threads} threads, {seq} tokens)" if threads and seq else None
+
+
+def _made_by_step_precision(entry: Path) -> str | None:
+    device = _field(_read_json(entry), "key", "device")
+    return f"training-step timing on {device}" if device else None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One folder under the cache root: what its entries are, whether they are files (else directories), how an
+    entry of ours is recognised and what made it."""
+
+    folder: str
+    what: str                                  # what an entry holds, in a few words (also the fallback "made by")
+    group: str                                 # the group the kind belongs to, as `compress cache list` sums them
+    ours: Callable[[Path], bool]
+    made_by: Callable[[Path], str | None] = lambda entry: None
+    files: bool = False
+
+
+KINDS: dict[str, Kind] = {kind.folder: kind for kind in (
+    Kind("teachers", "fine-tuned teacher", "teachers", _has_checksums, _made_by_teacher),
+    Kind("teacher_logits", "teacher logits", "stored teacher outputs", _has_checksums, _made_by_logits),
+    Kind("teacher_targets", "teacher hidden states and attention", "stored teacher outputs", _has_checksums,
+         _made_by_targets),
+    Kind("run-store", "finished run", "run store", _has_checksums, _made_by_run),
+    Kind("transfer", "augmented copies (transfer data)", "augmented copies", _has_checksums),
+    Kind("search-probes", "a search's speed and step probes", "probes", _is_probe_file, _made_by_probes, files=True),
+    Kind("step-precision", "training-step precision timing", "probes", _is_step_precision_file,
+         _made_by_step_precision, files=True),
+    Kind("data", "dataset source", "data", _is_data_source, _made_by_data),
+    Kind("tokenized", "tokenized splits", "data", _has_checksums, _made_by_tokenized),
+    Kind("general", "general-distilled student", "students", _has_checksums, _made_by_general),
+    Kind("pretrain", "pre-trained encoder", "students", _has_checksums, _made_by_pretrain),
+    Kind("unfinished", "checkpoint of an unfinished training", "unfinished training", _is_unfinished),
+)}
+
+
+# --- records -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the cache (or a leftover temporary directory beside one)."""
+
+    kind: str            # its folder, a key of KINDS
+    name: str            # its name in that folder
+    path: Path
+    size: int            # allocated bytes
+    modified: float      # seconds since the epoch: its last modification
+    made_by: str         # what made it, one short phrase
+    in_use: str | None   # why it cannot be removed now (its lock is held, ...); None: it can
+    leftover: bool = False   # a temporary directory a killed process left beside an entry
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+    def age(self, now: float) -> float:
+        return max(0.0, now - self.modified)
+
+
+@dataclass(frozen=True)
+class Other:
+    """Something under the cache root that is no entry of ours: listed, never removed."""
+
+    path: Path
+    size: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything under the cache root: entries, others, and the folders themselves (the root, the kind folders and
+    the lock files in them); their sizes add up to ``total``, what ``du -s`` says of the root."""
+
+    root: Path
+    entries: list[Entry]
+    others: list[Other]
+    folders: int   # bytes of the root and kind folders themselves and of the lock files in them
+
+    @property
+    def total(self) -> int:
+        return sum(e.size for e in self.entries) + sum(o.size for o in self.others) + self.folders
+
+    def by_group(self) -> list[tuple[str, int, int]]:
+        """(group, entries, bytes) for every group that holds something, in the order of :data:`KINDS`."""
+        sums: dict[str, list[int]] = {}
+        for kind in KINDS.values():
+            sums.setdefault(kind.group, [0, 0])
+        for entry in self.entries:
+            totals = sums[KINDS[entry.kind].group]
+            totals[0] += 1
+            totals[1] += entry.size
+        return [(group, n, size) for group, (n, size) in sums.items() if n]
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What a prune or clear did: the entries it removed and the bytes that freed, those it left because they were in
+    use, and what it never removes (others)."""
+
+    root: Path
+    removed: list[Entry]
+    freed: int
+    skipped: list[Entry]
+    left: list[Other] = field(default_factory=list)
+    unmet: str | None = None   # why --max-size could not be reached, if it could not
+
+
+@dataclass(frozen=True)
+class PruneRule:
+    """What a prune removes: entries older than ``older_than`` seconds, all but the ``keep_last`` newest of each kind,
+    then the oldest until the cache is at most ``max_size`` bytes (None: that rule is off)."""
+
+    older_than: float | None = None
+    keep_last: int | None = None
+    max_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.older_than is None and self.keep_last is None and self.max_size is None:
+            raise CompressError("say what to prune: --older-than (e.g. 30d), --keep-last N or --max-size (e.g. 20G).")
+        if self.older_than is not None and self.older_than < 0:
+            raise CompressError(f"--older-than must be 0 or more, got {self.older_than:g} seconds.")
+        if self.keep_last is not None and self.keep_last < 0:
+            raise CompressError(f"--keep-last must be 0 or more, got {self.keep_last}.")
+        if self.max_size is not None and self.max_size < 0:
+            raise CompressError(f"--max-size must be 0 or more, got {self.max_size} bytes.")
+
+
+# --- values --------------------------------------------------------------------------------------------------------
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+               "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_duration(text: str, option: str = "--older-than") -> float:
+    """Seconds in ``text``: a number and a unit, s, m, h or d (``30d``, ``12h``, ``1.5d``)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd])\s*", text.lower())
+    if not match:
+        raise CompressError(f"{option} takes a number and a unit, s, m, h or d (e.g. 30d or 12h), not {text!r}.")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def parse_size(text: str, option: str = "--max-size") -> int:
+    """Bytes in ``text``: a number and an optional unit, K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", text.lower())
+    if not match or match.group(2) not in _SIZE_UNITS:
+        raise CompressError(f"{option} takes a size such as 20G, 500M or 2GiB (0 or more), not {text!r}.")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+
+
+def human_size(size: int) -> str:
+    """``size`` bytes for a reader: 512 B, 4.1 KB, 23.6 MB, 1.2 GB (powers of 1000)."""
+    if size < 1000:
+        return f"{size} B"
+    for unit in ("KB", "MB", "GB", "TB"):
+        size /= 1000
+        if size < 999.95 or unit == "TB":
+            return f"{size:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human_age(seconds: float) -> str:
+    """``seconds`` for a reader: 40 s, 12 min, 5 h, 3 d."""
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+# --- sizes, ages, locks --------------------------------------------------------------------------------------------
+
+
+def _tree(path: Path) -> Iterator[os.stat_result]:
+    """The lstat of ``path`` and of everything under it, never following a symbolic link."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    yield st
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    try:
+        children = list(os.scandir(path))
+    except OSError:   # gone meanwhile, or unreadable (du cannot count under it either)
+        return
+    for child in children:
+        yield from _tree(Path(child.path))
+
+
+def _allocated(path: Path, seen: set[tuple[int, int]]) -> int:
+    """Allocated bytes of ``path`` and all under it; a file with several links counted once, at its first sight in
+    ``seen`` (shared by one inventory, as ``du`` counts one invocation)."""
+    total = 0
+    for st in _tree(path):
+        if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        total += st.st_blocks * 512
+    return total
+
+
+def _freed_by(path: Path) -> int:
+    """The bytes removing ``path`` frees: a file with several links counts only when all its links lie under it."""
+    total, links = 0, {}
+    for st in _tree(path):
+        if stat.S_ISDIR(st.st_mode) or st.st_nlink == 1:
+            total += st.st_blocks * 512
+            continue
+        key = (st.st_dev, st.st_ino)
+        found, _, blocks = links.get(key, (0, st.st_nlink, st.st_blocks))
+        links[key] = (found + 1, st.st_nlink, blocks)
+    return total + sum(blocks * 512 for found, nlink, blocks in links.values() if found >= nlink)
+
+
+def _modified(path: Path) -> float:
+    """The newest modification time of ``path`` and of what is directly in it (0 when it is gone)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0.0
+    newest = st.st_mtime
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            for child in os.scandir(path):
+                newest = max(newest, child.stat(follow_symlinks=False).st_mtime)
+        except OSError:
+            pass
+    return newest
+
+
+def _holder(lock: Path) -> str:
+    try:
+        pid = lock.read_text().strip()
+    except OSError:
+        pid = ""
+    return f"process {pid}" if pid.isdigit() else "another process"
+
+
+def _lock_held(lock: Path) -> bool:
+    """Whether another process holds ``lock`` now, tested with a shared lock taken and let go at once (no file is
+    created or removed)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False   # no lock file: nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        return e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)   # closing lets a lock we took go
+    return False
+
+
+def _locked_by(target: Path) -> str | None:
+    """Who holds ``target``'s lock now (None: nobody)."""
+    lock = lock_path(target)
+    return f"in use by {_holder(lock)}" if _lock_held(lock) else None
+
+
+def _too_recent(kind: str, modified: float, now: float) -> str | None:
+    """Why an entry without a lock (an unfinished training's checkpoint) counts as in use, if it does."""
+    if kind == "unfinished" and now - modified < UNFINISHED_QUIET:
+        return f"written {human_age(now - modified)} ago, by a training that may still run"
+    return None
+
+
+# --- the inventory -------------------------------------------------------------------------------------------------
+
+
+def _root(root: Path | None) -> Path:
+    return (Path(root) if root is not None else cache_dir()).expanduser().resolve()
+
+
+def inventory(root: Path | None = None, now: float | None = None) -> Inventory:
+    """What the cache root (``root``, default :func:`compress.paths.cache_dir`) holds."""
+    root, now = _root(root), time.time() if now is None else now
+    seen: set[tuple[int, int]] = set()
+    entries: list[Entry] = []
+    others: list[Other] = []
+    folders = 0
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return Inventory(root, [], [], 0)
+    if not stat.S_ISDIR(st.st_mode):
+        raise CompressError(f"the cache root {root} is not a directory; point COMPRESS_CACHE at one.")
+    folders += st.st_blocks * 512
+    for child in sorted(root.iterdir()):
+        kind = KINDS.get(child.name)
+        try:
+            child_st = os.lstat(child)
+        except FileNotFoundError:   # gone since the root was read
+            continue
+        if kind is None or not stat.S_ISDIR(child_st.st_mode):
+            why = "a symbolic link (not followed)" if stat.S_ISLNK(child_st.st_mode) else \
+                "not a folder of compress's" if kind is None else "should be a folder"
+            others.append(Other(child, _allocated(child, seen), why))
+            continue
+        folders += child_st.st_blocks * 512
+        found, strangers, locks = _kind_entries(kind, child, seen, now)
+        entries += found
+        others += strangers
+        folders += locks
+    entries.sort(key=lambda e: (list(KINDS).index(e.kind), -e.modified, e.name))
+    return Inventory(root, entries, others, folders)
+
+
+def _kind_entries(kind: Kind, folder: Path, seen: set[tuple[int, int]],
+                  now: float) -> tuple[list[Entry], list[Other], int]:
+    """The entries in one kind's folder, what else is there (others), and the bytes of its lock files (a lock file
+    lives only while its lock is held, and is counted with the folder)."""
+    entries: list[Entry] = []
+    others: list[Other] = []
+    locks = 0
+    for path in sorted(folder.iterdir()):
+        name = path.name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:   # gone since the folder was read
+            continue
+        if _LOCK.fullmatch(name) and stat.S_ISREG(st.st_mode):
+            locks += _allocated(path, seen)
+            continue
+        leftover = _LEFTOVER.fullmatch(name)
+        regular = stat.S_ISREG(st.st_mode) if kind.files else stat.S_ISDIR(st.st_mode)
+        if leftover and (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            owner = leftover.group("name")
+            in_use = _locked_by(folder / owner)
+            made_by = f"being written ({owner})" if in_use else f"left by a killed process ({owner})"
+            entries.append(Entry(kind.folder, name, path, _allocated(path, seen), _modified(path), made_by, in_use,
+                                 leftover=True))
+            continue
+        if stat.S_ISLNK(st.st_mode) or name.startswith(".") or not regular or not kind.ours(path):
+            why = "a symbolic link (not followed)" if stat.S_ISLNK(st.st_mode) else \
+                "not an entry compress wrote (no checksums or record of its own)"
+            others.append(Other(path, _allocated(path, seen), why))
+            continue
+        modified = _modified(path)
+        entries.append(Entry(kind.folder, name, path, _allocated(path, seen), modified, kind.made_by(path) or kind.what,
+                             _locked_by(path) or _too_recent(kind.folder, modified, now)))
+    return entries, others, locks
+
+
+# --- removing ------------------------------------------------------------------------------------------------------
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` is an entry's place: directly in a kind folder of ``root``, neither folder a link."""
+    folder = path.parent
+    return (folder.parent == root and folder.name in KINDS and not folder.is_symlink()
+            and os.path.realpath(folder) == str(root / folder.name) and not path.is_symlink())
+
+
+def _remove(entry: Entry, root: Path, now: float) -> tuple[int, str | None]:
+    """Remove ``entry`` under its lock: (bytes freed, None), or (0, why it was left)."""
+    if not _inside(entry.path, root):
+        return 0, "not inside the cache root"
+    owner = _LEFTOVER.fullmatch(entry.name).group("name") if entry.leftover else entry.name
+    target = entry.path.parent / owner
+    if not entry.leftover and (why := _too_recent(entry.kind, _modified(entry.path), now)):
+        return 0, why
+    lock = lock_path(target)
+    had_lock = os.path.lexists(lock)   # a lock file left by nobody goes too: its bytes are freed with the entry
+    try:
+        fd = try_lock(lock, wait=False)
+    except OSError as e:
+        return 0, f"its lock cannot be taken ({e.strerror})"
+    if fd is None:
+        return 0, f"in use by {_holder(lock)}"
+    try:
+        st = os.lstat(entry.path)   # it may have gone, or been replaced by a link, since it was listed
+        if stat.S_ISLNK(st.st_mode):
+            return 0, "it became a symbolic link"
+        freed = _freed_by(entry.path) + (_freed_by(lock) if had_lock else 0)
+        if stat.S_ISDIR(st.st_mode):
+            aside = Path(tempfile.mkdtemp(prefix=f".{owner}.old-", dir=entry.path.parent))
+            os.replace(entry.path, aside / entry.path.name)
+            shutil.rmtree(aside)
+        else:
+            entry.path.unlink()
+        return freed, None
+    except FileNotFoundError:
+        return 0, "it was removed meanwhile"
+    except OSError as e:   # what was moved aside stays there, listed as a leftover, removed by the next prune
+        return 0, f"it could not be removed ({e.strerror})"
+    finally:
+        lock.unlink(missing_ok=True)   # as compress.paths.locked lets a lock go: the file first, then the lock
+        os.close(fd)
+
+
+def _apply(inv: Inventory, chosen: list[Entry], now: float, unmet: str | None = None) -> Removal:
+    removed, skipped, freed = [], [], 0
+    for entry in chosen:
+        if entry.in_use:
+            skipped.append(entry)
+            continue
+        bytes_freed, why = _remove(entry, inv.root, now)
+        if why is None:
+            removed.append(entry)
+            freed += bytes_freed
+        else:
+            skipped.append(replace(entry, in_use=why))
+    return Removal(inv.root, removed, freed, skipped, inv.others, unmet)
+
+
+def choose(inv: Inventory, rule: PruneRule, now: float) -> tuple[list[Entry], str | None]:
+    """The entries ``rule`` removes from ``inv`` (in use or not: those in use are then skipped), oldest first, and
+    why ``--max-size`` cannot be met when it cannot. Leftovers of killed processes are always chosen."""
+    chosen = {e.path: e for e in inv.entries if e.leftover}
+    if rule.older_than is not None:
+        chosen |= {e.path: e for e in inv.entries if e.age(now) > rule.older_than}
+    if rule.keep_last is not None:
+        for kind in KINDS:
+            newest_first = [e for e in inv.entries if e.kind == kind and not e.leftover]
+            chosen |= {e.path: e for e in newest_first[rule.keep_last:]}
+    unmet = None
+    if rule.max_size is not None:
+        size = inv.total - sum(e.size for e in chosen.values() if not e.in_use)
+        for entry in sorted(inv.entries, key=lambda e: e.modified):
+            if size <= rule.max_size:
+                break
+            if entry.path not in chosen and not entry.in_use:
+                chosen[entry.path] = entry
+                size -= entry.size
+        if size > rule.max_size:
+            unmet = (f"the cache stays at {human_size(size)}, over --max-size {human_size(rule.max_size)}: what is "
+                     "left is in use, other than compress's, or the folders themselves")
+    return sorted(chosen.values(), key=lambda e: e.modified), unmet
+
+
+def prune(rule: PruneRule, root: Path | None = None, now: float | None = None) -> Removal:
+    """Remove the entries ``rule`` chooses (see :func:`choose`) from the cache root, never one in use."""
+    now = time.time() if now is None else now
+    inv = inventory(root, now)
+    chosen, unmet = choose(inv, rule, now)
+    return _apply(inv, chosen, now, unmet)
+
+
+def clear(root: Path | None = None, now: float | None = None) -> Removal:
+    """Remove every entry of the cache root that is not in use (others stay, and are named)."""
+    now = time.time() if now is None else now
+    inv = inventory(root, now)
+    return _apply(inv, sorted(inv.entries, key=lambda e: e.modified), now)
