@@ -117,7 +117,7 @@ def lock_path(target: Path) -> Path:
 _held: dict[Path, list[int]] = {}
 
 
-def _try_lock(path: Path, wait: bool) -> int | None:
+def try_lock(path: Path, wait: bool) -> int | None:
     """A descriptor holding ``path``'s lock, or None when another process holds it and ``wait`` is off."""
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
@@ -167,7 +167,7 @@ def locked(target: Path, *, wait: bool = True, what: str | None = None) -> Itera
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = _try_lock(path, wait=False)
+        fd = try_lock(path, wait=False)
     except OSError as e:
         raise CompressError(f"cannot write in {target.parent} ({e.strerror}); choose another place.") from None
     if fd is None:
@@ -176,7 +176,7 @@ def locked(target: Path, *, wait: bool = True, what: str | None = None) -> Itera
             raise CompressError(f"{_holder(path)} is writing {what} right now; wait for it to finish or choose "
                                 "another --out.")
         notice(f"waiting for {_holder(path)}, which is writing {what}.")
-        fd = _try_lock(path, wait=True)
+        fd = try_lock(path, wait=True)
     _held[path] = [fd, 1]
     try:
         _remove_stale(target)
