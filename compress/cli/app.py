@@ -60,7 +60,25 @@ def build_app() -> typer.Typer:
     app.command("pretrain")(pretrain_cli.pretrain)
     app.command("report")(compare_cli.report)
     app.command("results")(compare_cli.results)
+    _as_sentences(app)
     return app
+
+
+def _as_sentences(app: typer.Typer) -> None:
+    """Give every command of ``app`` (and of its groups) its docstring as help with each paragraph on one line, so
+    the terminal wraps whole sentences at its own width: typer keeps a docstring's line breaks, which then cut a
+    sentence mid-line wherever the source was wrapped."""
+    import inspect
+
+    def joined(doc: str) -> str:
+        return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(doc).split("\n\n"))
+
+    for info in app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = joined(info.callback.__doc__)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _as_sentences(group.typer_instance)
 
 
 def __getattr__(name: str) -> Any:
