@@ -260,3 +260,22 @@ def test_the_verdict_reads_as_a_list_and_a_table_in_headless_chromium(tmp_path):
         results_box = page.locator("table#comparison").bounding_box()
         assert verdict_box["y"] + verdict_box["height"] <= results_box["y"]   # the verdict comes first
         assert verdict_box["x"] + verdict_box["width"] <= 1300                # and fits the screen
+
+
+def test_each_rows_recipe_and_held_out_retention_are_in_the_report_the_page_and_the_results_page(tmp_path):
+    """`compress compare --hold-out N`: each row's retention on the held-out training sentences beside test's, with
+    the recipe that trained it, in comparison.md, comparison.html and the results page's section."""
+    import json
+
+    from compress.reports.comparison import render_summary
+
+    data = copy.deepcopy(_comparison())
+    data["methods"][0] |= {"recipe": "default", "held_out_retention": _interval(0.962, 0.012)}
+    row = "| fast | default | 96.2% (95.0%-97.4%) | 98.8% (97.5%-100.0%) |"
+    assert row in render_markdown(data)
+    page = render_html(data, {})
+    assert '<table class="held-out">' in page and "<th scope=\"row\">fast</th><td class=\"num\">default</td>" in page
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps(data))
+    assert row in render_summary(path)
+    assert "held-out" not in render_markdown(_comparison())   # a comparison that held nothing out says nothing of it

@@ -403,21 +403,28 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|<>#])", r"\\\1", text)
 
 
-def _held_out_lines(comparison: ShownComparison) -> list[str]:
+HELD_OUT_HEADERS = ("method", "recipe", "retention, held-out sentences", "retention, test")
+
+
+def _held_out_section(comparison: ShownComparison) -> Section | None:
     """Each row's recipe and its retention on the held-out training sentences beside test's, where the comparison
-    held sentences out (``--hold-out``) or its rows trained with a recipe; nothing otherwise."""
+    held sentences out (``--hold-out``) or its rows trained with a recipe; None otherwise."""
     methods = [m for m in comparison.methods if m.held_out_retention or m.recipe]
     if not methods:
-        return []
+        return None
 
     def shown(interval: ShownInterval | None) -> str:
         return MISSING if interval is None else \
             f"{interval.estimate:.1%} ({interval.low:.1%}-{interval.high:.1%})"
 
-    lines = ["", "| method | recipe | retention, held-out sentences | retention, test |", "|:--|:--|--:|--:|"]
-    lines += [f"| {_md(m.name)} | {m.recipe or MISSING} | {shown(m.held_out_retention)} | "
-              f"{shown(m.retention_interval)} |" for m in methods]
-    return lines
+    return Section("held-out", headers=list(HELD_OUT_HEADERS), align=["left", "left", "right", "right"],
+                   rows=[[m.name, m.recipe or MISSING, shown(m.held_out_retention), shown(m.retention_interval)]
+                         for m in methods])
+
+
+def _held_out_lines(comparison: ShownComparison) -> list[str]:
+    section = _held_out_section(comparison)
+    return [] if section is None else ["", *_md_section(section)]
 
 
 def _md_table(rows: list[Row], headers: tuple[str, ...] = HEADERS) -> list[str]:
@@ -533,6 +540,7 @@ def render_summary(path: Path, heading: str = "##") -> str:
         lines += ["", _md(next(note for note in _notes(shown) if note.startswith(ONE_RUN)))]
     if shown.has_intervals:
         lines += ["", _md(INTERVAL_NOTES[1][0].upper() + INTERVAL_NOTES[1][1:])]
+    lines += _held_out_lines(shown)
     lines += [line for sentence in _front_sentences(shown) for line in ("", _md(sentence))]
     if (metrics := metrics_section(shown)) is not None:   # where the metrics disagree, the page says so too
         lines += ["", f"{heading}# {METRICS_HEADING}", "", *_md_section(metrics)]
@@ -692,6 +700,8 @@ def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, b
         *_html_verdict(shown),
         "<h2>Results</h2>", _html_table(_rows(shown), _headers(shown, HEADERS)),
     ]
+    if (held_out := _held_out_section(shown)) is not None:
+        parts.append(_html_section(held_out))
     parts += [f"<p>{html.escape(sentence)}</p>" for sentence in _front_sentences(shown)]
     parts += [f'<p class="warning">{html.escape(w)}</p>' for w in _warnings(shown)]
     parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(shown)) + "</ul>")
