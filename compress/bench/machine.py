@@ -12,7 +12,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import compress
 from compress.bench.measurement import CpuInfo, Manifest
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def _package_dir() -> Path:
-    return Path(compress.__file__).resolve().parent
+    return Path(__file__).resolve().parents[1]
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

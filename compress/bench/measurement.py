@@ -3,7 +3,22 @@ records and comparisons keep measurements as JSON objects of this shape."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Predictor(Protocol):
+    """What every backend returns and the speed measurement times: logits ``[batch, labels]`` (float32) from a batch
+    of numpy ``int64`` token arrays (``input_ids``, ``attention_mask``, ``token_type_ids``, each ``[batch, length]``);
+    :mod:`compress.quantize.predictors` has the backends' own."""
+
+    backend: str   # "torch", "onnxruntime" or "openvino"
+    dtype: str     # "fp32", "int8", "bf16", "fp16", ...
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
 class CpuInfo(TypedDict):

@@ -23,7 +23,7 @@ from compress.device import check_speed_device
 from compress.errors import CompressError
 
 if TYPE_CHECKING:  # a type only: the predictors are built above this package (compress.quantize)
-    from compress.quantize.predictors import Predictor
+    from compress.bench.measurement import Predictor
 
 
 @dataclass

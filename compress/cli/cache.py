@@ -14,7 +14,7 @@ from rich.table import Table
 from compress.cli.common import console, print_json
 
 if TYPE_CHECKING:
-    from compress.cache_inventory import Entry, Inventory, Removal
+    from compress.cache_inventory import Entry, Removal
 
 app = typer.Typer(help="The cache: what it holds by kind (list), and freeing it (prune, clear).", no_args_is_help=True)
 

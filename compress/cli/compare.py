@@ -143,7 +143,7 @@ def compare(
     from compress.reports.verdicts import chosen
 
     if (name := chosen(shown)) is not None and (run_dir := next(m for m in shown.methods if m.method == name).run_dir):
-        from compress.inference.export import export_command
+        from compress.inference.export_plan import export_command
 
         console.print(f"the fastest model that keeps 97% of the teacher beyond its interval is {escape(name)}; export "
                       f"it: {escape(export_command(run_dir))}", highlight=False, soft_wrap=True)

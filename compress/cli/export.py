@@ -17,7 +17,8 @@ def export(
 ) -> None:
     """Write one folder that serves the run's model without compress: the model, its tokenizer, a config.json and a
     model card (README.md) with its scores, size, speed and the Python that runs it."""
-    from compress.inference.export import export_run, plan_export
+    from compress.inference.export import export_run
+    from compress.inference.export_plan import plan_export
 
     plan = plan_export(run_dir, format)   # refused before anything loads when the format cannot hold the model
     folder = export_run(plan.run_dir, out, plan.format)

@@ -120,7 +120,7 @@ def search(
         console.print(escape(line))
     console.print(f"search: {escape(str(directory / 'search.html'))} (and search.md, search.json, comparison.html)")
     if record.chosen_run:
-        from compress.inference.export import export_command
+        from compress.inference.export_plan import export_command
 
         console.print(f"export the chosen model: {escape(export_command(record.chosen_run))}", highlight=False,
                       soft_wrap=True)

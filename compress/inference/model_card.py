@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from compress.inference.loaded import takes_pairs
 
 if TYPE_CHECKING:
-    from compress.inference.export import ExportPlan
+    from compress.inference.export_plan import ExportPlan
 
 EXAMPLE = "a gripping, funny and moving film"
 

@@ -1,5 +1,8 @@
 """The head-importance curve (Michel et al. 2019, figure 3): accuracy with a growing share of the heads
-removed and no recovery, in importance order (least important first) and in a seeded random order."""
+removed and no recovery, in importance order (least important first) and in a seeded random order.
+
+It is drawn on the dev split (:data:`CURVE_SPLIT`), never on test: a comparison keeps the test split for judging its
+models once, and a curve read 20 times on it before that would be 20 looks at the sentences that judge."""
 
 from __future__ import annotations
 
@@ -14,17 +17,19 @@ if TYPE_CHECKING:  # the record (HeadCurve) is read where torch is not imported:
     from compress.prune.importance import Importance
 
 SHARES = tuple(i / 10 for i in range(10))   # 0%, 10%, ..., 90% of the heads removed
+CURVE_SPLIT = "dev"
 
 
 @dataclass
 class HeadCurve:
-    """Test accuracy of the source with a share of its heads removed, least important first and at random."""
+    """Accuracy of the source on ``split`` with a share of its heads removed, least important first and at random."""
 
     shares_removed: list[float]
     heads: int
     seed: int
     importance: list[float]
     random: list[float]
+    split: str = "test"   # the sentences it was drawn on: dev (CURVE_SPLIT); records written before it named one, test
 
 
 def removal_order(importance: Importance, seed: int | None) -> list[tuple[int, int]]:
@@ -47,15 +52,16 @@ def without_heads(model: Encoder, removed: list[tuple[int, int]]) -> Encoder:
 
 
 def head_curve(model: Encoder, importance: Importance, accuracy: Callable[[Encoder], float],
-               seed: int) -> HeadCurve:
-    """Accuracy (``accuracy(model)``, called 2 x 10 times) at each share of heads removed, for both orders."""
+               seed: int, split: str = CURVE_SPLIT) -> HeadCurve:
+    """Accuracy (``accuracy(model)``, called 2 x 10 times, on the sentences of ``split``) at each share of heads
+    removed, for both orders."""
     total = sum(len(scores) for scores in importance.heads)
 
     def along(order: list[tuple[int, int]]) -> list[float]:
         return [accuracy(without_heads(model, order[:round(share * total)])) for share in SHARES]
 
     return HeadCurve(list(SHARES), total, seed, importance=along(removal_order(importance, None)),
-                     random=along(removal_order(importance, seed)))
+                     random=along(removal_order(importance, seed)), split=split)
 
 
 def head_curve_png(curve: HeadCurve, teacher_name: str) -> bytes:
@@ -68,7 +74,7 @@ def head_curve_png(curve: HeadCurve, teacher_name: str) -> bytes:
     ax.plot(shares, [100 * a for a in curve.importance], "o-", label="least important first (|dL/dxi_h|)")
     ax.plot(shares, [100 * a for a in curve.random], "s--", label=f"random order (seed {curve.seed})")
     ax.set_xlabel(f"heads removed (% of {curve.heads})")
-    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylabel(f"{curve.split} accuracy (%)")
     ax.set_title(f"{teacher_name}: heads removed without recovery")
     ax.grid(alpha=0.3)
     ax.legend()

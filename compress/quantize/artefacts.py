@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from compress.bench.measurement import Predictor
 from compress.device import fp8_unavailable
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
@@ -27,7 +28,8 @@ from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, openvino_backend, torch_backend
 from compress.quantize.formats import QuantMethod, check_backend
 from compress.quantize.openvino_backend import OvPredictor
-from compress.quantize.predictors import OrtPredictor, Predictor, TorchPredictor, ort_gpu_unavailable
+from compress.quantize.predictors import OrtPredictor, TorchPredictor, ort_gpu_unavailable
+from compress.quantize.rounding import int8_weight_levels
 
 MANIFEST = "quantized.json"
 FORMAT_VERSION = 1
@@ -154,7 +156,7 @@ def write_artefact(
                 "backend": backend, "dtype": method.dtype, "weights": weights.name,
                 **({"group_size": method.group_size} if method.group_size else {}),
                 **({"int4_share": method.int4_share, "bits": [asdict(m) for m in allocation]} if allocation else {}),
-                **({"int8_weight_levels": onnx_backend.int8_weight_levels()}
+                **({"int8_weight_levels": int8_weight_levels()}
                    if backend == "onnxruntime" and method.dtype in ("int8", "mixed") else {}),
                 "encoder": model.config.to_dict(), "label_names": label_names}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))

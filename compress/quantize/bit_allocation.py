@@ -22,9 +22,8 @@ import torch
 
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
-from compress.quantize.fake_quant import int4_rounded, int8_rounded
-from compress.quantize.onnx_backend import int8_weight_levels
 from compress.quantize.formats import MatrixBits
+from compress.quantize.rounding import int4_rounded, int8_rounded, int8_weight_levels
 
 SENSITIVITY_EXAMPLES = 64   # training sentences the Fisher diagonal is averaged over
 # The heads run on one vector per sequence and are exported as Gemm, which ONNX Runtime's 4-bit quantizer does not

@@ -5,7 +5,7 @@ as it did.
 
 ONNX Runtime's dynamic int8 (``quantize_dynamic``, per channel, the graph `compress` writes) stores every weight a
 ``MatMul`` reads (each ``nn.Linear``, the heads' too) in int8, symmetric, one scale per output channel (max|w| / 127;
-on 7 bits, max|w| / 64, on a CPU whose int8 kernels would saturate: :func:`compress.quantize.onnx_backend.
+on 7 bits, max|w| / 64, on a CPU whose int8 kernels would saturate: :func:`compress.quantize.rounding.
 int8_weight_levels`), and every embedding table in uint8 with one scale and zero point; at run time each such
 ``MatMul``'s input is quantized by ``DynamicQuantizeLinear``: uint8, one scale and zero point over the whole
 tensor's range stretched to hold 0, ``(max - min) / 255``. ``MatMulInteger`` then sums the integer products exactly, so the graph computes
@@ -32,84 +32,15 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from compress.models.encoder import Encoder
-from compress.quantize.onnx_backend import int8_weight_levels
-
-
-def int4_rounded(weight: torch.Tensor, group_size: int) -> torch.Tensor:
-    """``weight`` as ONNX Runtime's symmetric 4-bit format stores it: one scale per ``group_size`` consecutive
-    entries of each row (a linear weight's input channels, a table's columns), the entry of largest magnitude
-    mapped to -8 (``s = w_max / -8``), every entry to ``round(w / s)`` clipped to -8..7."""
-    rows, cols = weight.shape
-    w = torch.nn.functional.pad(weight.detach().float(), (0, -cols % group_size)).reshape(rows, -1, group_size)
-    scale = w.gather(-1, w.abs().argmax(-1, keepdim=True)) / -8
-    q = torch.where(scale == 0, 0, w / torch.where(scale == 0, 1, scale)).round().clamp(-8, 7)
-    return (q * scale).reshape(rows, -1)[:, :cols]
-
-
-def int8_rounded(weight: torch.Tensor, table: bool, levels: int | None = None) -> torch.Tensor:
-    """``weight`` as ONNX Runtime's dynamic int8 stores it: a linear weight symmetric with one scale per output
-    channel (max|w| / L, every entry rounded to -L..L, L = ``levels``: 127, or 64 where this CPU's kernels would
-    saturate, :func:`compress.quantize.onnx_backend.int8_weight_levels`), a table in uint8 with one scale and zero
-    point over a range that holds 0."""
-    w = weight.detach().float()
-    if table:
-        return uint8_rounded(w)
-    levels = int8_weight_levels() if levels is None else levels
-    scale = w.abs().amax(1, keepdim=True) / levels
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-    return (w / scale).round().clamp(-levels, levels) * scale
-
-
-def uint8_rounded(x: torch.Tensor, over: torch.Tensor | None = None) -> torch.Tensor:
-    """``x`` through ``DynamicQuantizeLinear`` and back: uint8 over ``[min(x, 0), max(x, 0)]``, scale
-    ``(max - min) / 255``, zero point ``round(-min / scale)``, every entry ``round(x / scale) + zero`` clipped to
-    0..255 (ties to even, as both round). With ``over``, the range is ``over``'s: ``x`` holds some of its entries
-    (the rows of a table that a batch reads)."""
-    x = x.detach().float()
-    over = x if over is None else over.detach().float()
-    low, high = over.min().clamp(max=0.0), over.max().clamp(min=0.0)
-    scale = (high - low) / 255
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-    zero = (-low / scale).round().clamp(0, 255)
-    return ((x / scale).round() + zero).clamp(0, 255).sub(zero) * scale
-
-
-SMALLEST_TORCH_SCALE = 6.1e-5   # PyTorch raises a smaller activation scale to this (its quant_utils)
-
-
-def uint7_rounded(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as PyTorch's dynamic int8 linear quantizes its input (``ChooseQuantizationParams`` with the reduced
-    range): over ``[min(x, 0), max(x, 0)]`` on 0..127, the scale ``(max - min) / 127`` worked in double and kept in
-    float, zero point ``round(-min / scale)``, every entry ``round(x / scale) + zero``."""
-    x = x.detach().float()
-    low, high = x.min().clamp(max=0.0).double(), x.max().clamp(min=0.0).double()
-    scale = (high - low) / 127
-    scale = torch.where(scale.float() == 0, torch.full_like(scale, 0.1), scale)
-    zero = (-low / scale).round().clamp(0, 127).float()
-    scale = scale.clamp(min=SMALLEST_TORCH_SCALE).float()
-    return ((x / scale).round() + zero).clamp(0, 255).sub(zero) * scale
-
-
-def int8_tensor_rounded(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` as PyTorch's dynamic int8 stores it: symmetric, one scale for the whole matrix, ``max|w| / 127.5``
-    (the range -128..127 spread over both signs), every entry ``round(w * (1 / s))`` (its multiplication by the
-    inverse, which rounds a largest negative weight to -127, not -128) clipped to -128..127."""
-    w = weight.detach().float()
-    scale = w.abs().max() / 127.5
-    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-    return (w * (1 / scale)).round().clamp(-128, 127) * scale
-
-
-def int8_blocks_rounded(x: torch.Tensor, group_size: int) -> torch.Tensor:
-    """``x`` as ONNX Runtime's 4-bit matmul quantizes its input at accuracy level 4: each row's entries in groups of
-    ``group_size``, each group in int8, symmetric, scale max|x| / 127 (``round(x * 127 / max)``)."""
-    x = x.detach().float()
-    width = x.shape[-1]
-    blocks = torch.nn.functional.pad(x, (0, -width % group_size)).unflatten(-1, (-1, group_size))
-    largest = blocks.abs().amax(-1, keepdim=True)
-    inverse = torch.where(largest == 0, 0, 127 / torch.where(largest == 0, 1, largest))
-    rounded = (blocks * inverse).round().clamp(-127, 127) * (largest / 127)
-    return rounded.flatten(-2)[..., :width]
+from compress.quantize.rounding import (
+    int4_rounded,
+    int8_blocks_rounded,
+    int8_rounded,
+    int8_tensor_rounded,
+    int8_weight_levels,
+    uint7_rounded,
+    uint8_rounded,
+)
 
 
 def _straight_through(x: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,8 @@ from torch import nn
 from compress.errors import CompressError
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
+from compress.quantize.bit_allocation import allocate, fisher_diagonal
+from compress.quantize.rounding import int8_weight_levels
 
 if TYPE_CHECKING:
     import onnx
@@ -100,28 +102,6 @@ def _preprocess(source: Path) -> Path:
     target = source.with_name(source.stem + "-pre.onnx")
     quant_pre_process(str(source), str(target))
     return target
-
-
-# ONNX Runtime's x86 int8 kernels multiply uint8 inputs by int8 weights. With VNNI (AVX512-VNNI, AVX-VNNI) or AMX they
-# add the products in 32 bits; without (AVX2, AVX-512F alone) VPMADDUBSW adds each pair in 16 bits and saturates there
-# (2 x 255 x 127 > 32,767). On such a CPU the weights are stored on 7 bits (-64..64, ``reduce_range``), which cannot
-# saturate (2 x 255 x 64 < 32,767), as ONNX Runtime's documentation advises. Measured on a 2-core AVX2 EPYC with
-# tests/test_quantization_aware.py's 4-layer encoder: with 8-bit weights the runtime's logits were 15-18x further from
-# the exact int8 product than the rounding itself moves them; with 7-bit ones, within 3e-8.
-WIDE_INT8_SUMS = ("avx512_vnni", "avx_vnni", "amx_int8")
-
-
-def int8_weight_levels() -> int:
-    """The largest magnitude of ONNX Runtime's int8 weights written on this CPU: 127, or 64 on an x86 CPU whose int8
-    kernels add products in 16 bits (no VNNI, no AMX: see :data:`WIDE_INT8_SUMS`)."""
-    import platform
-
-    from compress.bench.machine import cpu_features
-
-    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
-        return 127
-    features = cpu_features()
-    return 127 if any(features.get(name) for name in WIDE_INT8_SUMS) else 64
 
 
 def quantize_dynamic_int8(source: Path, target: Path) -> None:
@@ -248,8 +228,6 @@ def quantize_bits_per_matrix(source: Path, target: Path, model: Encoder, int4_sh
     does; returns the allocation."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    from compress.quantize.bit_allocation import allocate, fisher_diagonal
 
     if reason := int4_available():
         raise CompressError(reason)

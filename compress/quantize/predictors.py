@@ -9,20 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from compress.bench.measurement import Predictor
 from compress.models.config import INPUT_NAMES
-
-
-class Predictor(Protocol):
-    backend: str   # "torch" or "onnxruntime"
-    dtype: str     # "fp32", "int8", "bf16", "fp16"
-
-    def __call__(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray: ...
 
 
 @dataclass

@@ -3,7 +3,7 @@
 methods (:mod:`compress.registry.pipeline`). The families themselves are the packages of :mod:`compress.methods`;
 this package sits below them and below the runs and reports that ask for them."""
 
-from compress.registry.contract import Artefact, Context, Details, TrainSettings, Transformed
+from compress.registry.contract import Artefact, Context, Details, Section, TrainSettings, Transformed
 from compress.registry.method import (
     WHY_KEYS,
     Method,
@@ -26,7 +26,7 @@ from compress.registry.method import (
     register,
 )
 
-__all__ = ["WHY_KEYS", "Artefact", "Context", "Details", "Method", "Preparation", "StudentMethod", "TrainSettings",
-           "Transform", "Transformed", "all_methods", "convert", "default_of", "details_class", "families",
-           "field_type", "flag_for", "flag_of", "format_value", "get_method", "names", "option_fields", "optional",
-           "register"]
+__all__ = ["WHY_KEYS", "Artefact", "Context", "Details", "Method", "Preparation", "Section", "StudentMethod",
+           "TrainSettings", "Transform", "Transformed", "all_methods", "convert", "default_of", "details_class",
+           "families", "field_type", "flag_for", "flag_of", "format_value", "get_method", "names", "option_fields",
+           "optional", "register"]

@@ -119,6 +119,20 @@ class Artefact:
 
 
 @dataclass
+class Section:
+    """A method's own part of a report, what its ``compared_sections`` gives a comparison row (the per-layer picture
+    of a pruned model): an optional title, sentences, and a table, as plain text cells. ``name`` names it for the page
+    (the HTML table's class); ``align`` has one entry per column, "left" or "right"."""
+
+    name: str
+    title: str | None = None
+    lines: list[str] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    align: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Transformed:
     """What ``apply`` gives: the changed model and the method's details, with what the run writer needs.
 

@@ -21,7 +21,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
-from compress.registry.contract import Context, Details, Transformed
+from compress.registry.contract import Context, Details, Section, Transformed
 
 if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
@@ -29,13 +29,15 @@ if TYPE_CHECKING:
     from compress.distill.recipe import Recipe
     from compress.models.config import EncoderConfig
     from compress.models.encoder import Encoder
-    from compress.reports.footprint import Explanation
-    from compress.reports.records import RunRecord, Section
-    from compress.runs.config import RunConfig
 
 # The keys a method's ``why`` sentence may use, filled from a run's ratios (the model before / after) and
 # ``against``, the model the ratios compare with ("the teacher", or a pipeline's step before).
 WHY_KEYS = ("params", "flops", "flops_share", "size", "against")
+
+# The runs and reports above this package call a method's hooks with their own types, which the hooks' annotations
+# here leave as Any rather than import (those packages import the registry): ``record`` is a finished run's
+# compress.reports.records.RunRecord, ``config`` a run's compress.runs.config.RunConfig, and ``explain`` gives a
+# compress.reports.footprint.Explanation (a JSON-ready dict).
 
 
 @dataclass(frozen=True)
@@ -87,15 +89,15 @@ class Method:
     summary: str
     options: type
     why: str
-    explain: Callable[[str, EncoderConfig, int, Any], Explanation]
+    explain: Callable[[str, EncoderConfig, int, Any], dict[str, Any]]   # an Explanation
     topic: str = ""
     in_compare: Callable[[], bool] = lambda: True
     searched_for: tuple[str, ...] = ()
     run_kind: str = "distillation"
     details: type[Details] | None = None
-    summary_lines: Callable[[RunRecord], list[str]] = lambda record: []
-    report_lines: Callable[[RunRecord], list[str]] = lambda record: []
-    compared_sections: Callable[[RunRecord], list[Section]] = lambda record: []
+    summary_lines: Callable[[Any], list[str]] = lambda record: []   # record: a RunRecord
+    report_lines: Callable[[Any], list[str]] = lambda record: []
+    compared_sections: Callable[[Any], list[Section]] = lambda record: []
     not_before: dict[str, str] = field(default_factory=dict)
     revision: int = 1
 
@@ -191,7 +193,7 @@ class Transform(Method):
     """
 
     apply: Callable[[Any, Any, Context], Transformed]
-    check: Callable[[RunConfig, Any], None]
+    check: Callable[[Any, Any], None]   # (a RunConfig, options)
     check_input: Callable[[Any, EncoderConfig], None] | None = None
     shape: Callable[[Any, EncoderConfig, Context], EncoderConfig] | None = None
     recovery: Callable[[Any, EncoderConfig], Recipe] | None = None

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compress.errors import CompressError
+from compress.registry import Section
 from compress.reports.layers_kept import layer_cells
-from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS, Section
+from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS
 from compress.task_metrics import METRICS
 
 REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from compress.registry import Section
 from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
-from compress.reports.records import Section
 from compress.task_metrics import METRICS
 
 APART = 0.02           # retentions this far apart (2 points) are a disagreement about a row

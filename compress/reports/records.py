@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from compress.bench.measurement import Manifest, Speed
 from compress.errors import CompressError
-from compress.registry import Details, details_class
+from compress.registry import Details, Section, details_class
 from compress.train_config import StageRecord
 
 if TYPE_CHECKING:
@@ -258,20 +258,6 @@ def read_run_record(run_dir: Path | str) -> RunRecord:
 
 
 # --- comparison.json ---------------------------------------------------------------------------
-
-
-@dataclass
-class Section:
-    """A method's own part of a report: an optional title, sentences, and a table, as plain text cells
-    (the per-layer picture of a pruned model). ``name`` names it for the page (the HTML table's class);
-    ``align`` has one entry per column, "left" or "right"."""
-
-    name: str
-    title: str | None = None
-    lines: list[str] = field(default_factory=list)
-    headers: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    align: list[str] = field(default_factory=list)
 
 
 class SpeedSettings(TypedDict, total=False):

@@ -51,6 +51,7 @@ import torch
 from compress.bench.contention import OtherLoad
 from compress.bench.inputs import check_seq_len, speed_seq_len
 from compress.bench.machine import device_name, manifest
+from compress.bench.measurement import Predictor
 from compress.bench.speed import PASSES, ROUND_WARMUP, ROUNDS, PassTimings, SpeedConfig, batch_calls, timed_passes
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask
@@ -68,7 +69,7 @@ from compress.ownership import foreign, mark_comparison
 from compress.paths import locked
 from compress.predictions import Predictions, load_predictions
 from compress.quantize.artefacts import load_artefact
-from compress.quantize.predictors import Predictor, RenumberedPredictor, TorchPredictor, renumbering
+from compress.quantize.predictors import RenumberedPredictor, TorchPredictor, renumbering
 from compress.registry import StudentMethod, Transform, format_value, get_method
 from compress.reports.comparison import write_comparison
 from compress.reports.records import (

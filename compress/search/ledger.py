@@ -5,9 +5,14 @@ Fidelities, cheapest first (a candidate's ``fidelity`` is the last it reached):
 
     shape    parameters, bytes and FLOPs from its shape alone (every candidate)
     timed    its structure's speed measured here, untrained (candidates a speed objective could choose)
-    partial  trained on one seed until its dev accuracy could no longer reach the bar
-    full     trained to the end on one seed, scored on dev
+    partial  trained on one seed until its dev score could no longer reach the bar
+    full     trained to the end on one seed, scored on the held-out sentences
     final    trained with every seed and scored on test in the finals (paired intervals)
+
+The ``held_out_*`` numbers are on the sentences the search selects on (``selection``): training examples held out of
+every run (no model trains on them or picks an epoch on them), or dev with ``--select-on dev``. Records of schema 1
+named them ``dev_*`` (``dev_accuracy``, ``dev_retention``, ``dev_interval``, ``dev_retention_interval``,
+``teacher_dev_accuracy``) whichever sentences they were on; they are read under the new names.
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ from typing import Any
 from compress.errors import CompressError
 from compress.paths import atomic_write_text
 
-SEARCH_SCHEMA = 1
+SEARCH_SCHEMA = 2
+READABLE_SEARCH_SCHEMAS = (1, 2)
+# Schema 1's names of the held-out numbers, by record: old name -> new name.
+RENAMED_IN_2 = {
+    "candidate": {"dev_accuracy": "held_out_accuracy", "dev_retention": "held_out_retention",
+                  "dev_interval": "held_out_interval"},
+    "final": {"dev_retention": "held_out_retention", "dev_retention_interval": "held_out_retention_interval"},
+    "search": {"teacher_dev_accuracy": "teacher_held_out_accuracy"},
+}
 FIDELITIES = ("shape", "timed", "partial", "full", "final")
 
 
@@ -40,9 +53,9 @@ class CandidateRecord:
     latency_ms: float | None = None     # measured on its untrained structure ("timed"), then on the trained model
     throughput: float | None = None
     backend: str | None = None
-    dev_accuracy: float | None = None
-    dev_retention: float | None = None
-    dev_interval: list[float] | None = None   # its paired 95% interval (one seed, the dev sentences)
+    held_out_accuracy: float | None = None    # its score on the held-out sentences, in the search's metric
+    held_out_retention: float | None = None   # that score over the teacher's there
+    held_out_interval: list[float] | None = None   # the retention's paired 95% interval (one seed, those sentences)
     run_dir: str | None = None
     seconds: float = 0.0                # this search's time on it: timing, training, evaluation
     order: int | None = None            # when it was trained (the path the search took), from 1
@@ -50,7 +63,7 @@ class CandidateRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CandidateRecord:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: v for k, v in _renamed(data, "candidate").items() if k in names})
 
 
 @dataclass
@@ -70,8 +83,8 @@ class Final:
     params: int
     latency_ms: float
     run_dir: str
-    dev_retention: float                # over every seed: what chose it (the chosen one's is biased upward)
-    dev_retention_interval: list[float]
+    held_out_retention: float           # over every seed: what chose it (the chosen one's is biased upward)
+    held_out_retention_interval: list[float]
     speedup_passes: list[float] = field(default_factory=list)   # each timing pass's speed-up (none: before passes)
 
     def speedup_spread(self) -> str:
@@ -103,17 +116,17 @@ class SearchRecord:
     cpu: str
     threads: int
     seq_len: int
-    teacher_dev_accuracy: float | None = None   # the teacher's score, in ``metric``, on the selection sentences
+    teacher_held_out_accuracy: float | None = None   # the teacher's score, in ``metric``, on the held-out sentences
     bar: float | None = None            # the score a candidate needs there: min_retention x the teacher's
     resolution: float | None = None     # the half-width of a retention's paired interval near the bar on the
                                         # selection sentences, known before training (selection_resolution)
-    selection: str = "dev"              # what it selected on: "held-out" training sentences, or "dev" (the dev_*
-                                        # fields of candidates and finals are on these sentences)
+    selection: str = "dev"              # what it selected on: "held-out" training sentences, or "dev" (the
+                                        # held_out_* fields of candidates and finals are on these sentences)
     status: str = "running"             # running, interrupted, complete
     spent_s: float = 0.0                # budget seconds over every invocation of this search: wall time, and work
                                         # reused from other searches or comparisons at what it cost then
     reused_s: float = 0.0               # of spent_s, that reused work
-    seconds: dict[str, float] = field(default_factory=dict)   # by what it went to (see search.TIME_CATEGORIES)
+    seconds: dict[str, float] = field(default_factory=dict)   # by what it went to (see clock.TIME_CATEGORIES)
     candidates: list[CandidateRecord] = field(default_factory=list)
     chosen: str | None = None
     chosen_run: str | None = None
@@ -122,6 +135,7 @@ class SearchRecord:
     against: str | None = None
     notes: list[str] = field(default_factory=list)
     metric: str = "accuracy"            # what the bar, retention and every interval are of (a task metric's name)
+    recipe: str | None = None           # what every candidate and final trained with (None: before recipes)
     schema_version: int = SEARCH_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,13 +143,14 @@ class SearchRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchRecord:
-        if data.get("schema_version") != SEARCH_SCHEMA:
+        if data.get("schema_version") not in READABLE_SEARCH_SCHEMAS:
             raise CompressError(f"search.json has schema version {data.get('schema_version')}, this compress reads "
-                                f"{SEARCH_SCHEMA}.")
+                                f"{', '.join(map(str, READABLE_SEARCH_SCHEMAS))}.")
         names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        values = {k: v for k, v in _renamed(data, "search").items() if k in names}
         values["candidates"] = [CandidateRecord.from_dict(c) for c in data.get("candidates", [])]
-        values["finals"] = [Final(**f) for f in data.get("finals", [])]
+        values["finals"] = [Final(**_renamed(f, "final")) for f in data.get("finals", [])]
+        values["schema_version"] = SEARCH_SCHEMA   # read under this schema's names: written back as this schema
         return cls(**values)
 
     def counts(self) -> dict[str, int]:
@@ -150,6 +165,12 @@ class SearchRecord:
                     continue   # partial is a stop, not a step on the way to full
                 reached[name] += 1
         return reached
+
+
+def _renamed(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``data`` with schema 1's names of the held-out numbers (:data:`RENAMED_IN_2`) under this schema's."""
+    renames = RENAMED_IN_2[kind]
+    return {renames.get(k, k): v for k, v in data.items()}
 
 
 def write_record(record: SearchRecord, directory: Path) -> Path:

@@ -7,7 +7,8 @@ a pruned vocabulary changes the table, not the time), made as its last step make
 on every backend it runs on, loaded back from their files: :attr:`compress.registry.Transform.probe`), timed as
 `compress compare` times (batch-1 latency p50, throughput at batch 32, the same threads and inputs), the fastest
 backend kept. The results are kept in the search directory, keyed by the structure and the CPU, so a resumed search
-does not time again.
+does not time again. A structure not timed yet is placed by a fit of its kind's speed against FLOPs over those timed
+(:class:`SpeedFit`), as a training step not timed is interpolated between those that were (:func:`interpolate`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from compress.bench.machine import cpu_model, package_versions
@@ -249,6 +251,27 @@ class Probes:
             for f in dict.fromkeys((flops[0], flops[len(flops) // 2], flops[-1])):
                 self.step_seconds_of(*members[f], precision, batch_size)
         return len(kinds)
+
+
+class SpeedFit:
+    """Per kind: speed ~ a + b * FLOPs, least squares over the structures timed so far, less the most it has
+    overestimated one of them (so an untimed structure is timed before the walk passes it over); orders the untimed
+    ones."""
+
+    def __init__(self) -> None:
+        self.points: dict[str, list[tuple[float, float]]] = {}
+
+    def add(self, kind: str, flops: float, value: float) -> None:
+        self.points.setdefault(kind, []).append((flops, value))
+
+    def estimate(self, kind: str, flops: float) -> float | None:
+        points = self.points.get(kind, [])
+        if len({x for x, _ in points}) < 2:
+            return None
+        x, y = np.array(points).T
+        slope, intercept = np.polyfit(x, y, 1)
+        over = max(0.0, float(np.max(intercept + slope * x - y)))
+        return float(max(intercept + slope * flops - over, 0.5 * min(y)))
 
 
 class StepPoint(NamedTuple):

@@ -93,13 +93,13 @@ def verdict_lines(record: SearchRecord) -> list[str]:
             told = "cannot be told apart" if low <= 0 <= high else "differ beyond the interval"
             parts.append(f"{_metric(record)} {estimate:+.1f} points ({low:+.1f} to {high:+.1f}): {told}")
         lines.append(f"Against {reference.text} (the reference, same seeds): " + "; ".join(parts) + ".")
-    if chosen is not None and chosen.dev_retention is not None:
+    if chosen is not None and chosen.held_out_retention is not None:
         trained = sum(1 for c in record.candidates if c.fidelity in ("partial", "full", "final"))
-        score = "–" if chosen.dev_accuracy is None else _score(record, chosen.dev_accuracy)
+        score = "–" if chosen.held_out_accuracy is None else _score(record, chosen.held_out_accuracy)
         lines.append(f"Its selection {_metric(record)} ({score}, "
-                     f"{_percent(chosen.dev_retention)} of the teacher's) is what chose it among {trained} trained "
-                     "candidates, so it is biased upward by the selection; the test interval above is not: it comes "
-                     "from seeds and sentences the search never selected on.")
+                     f"{_percent(chosen.held_out_retention)} of the teacher's) is what chose it among {trained} "
+                     "trained candidates, so it is biased upward by the selection; the test interval above is not: it "
+                     "comes from seeds and sentences the search never selected on.")
     return lines
 
 
@@ -156,10 +156,10 @@ def summary_lines(record: SearchRecord) -> list[str]:
 def frontier(record: SearchRecord) -> list[CandidateRecord]:
     """The candidates trained to the end that no other beats on both the objective and selection retention."""
     done = [c for c in record.candidates if c.fidelity in ("full", "final") and c.objective is not None
-            and c.dev_retention is not None]
-    front = [c for c in done if not any(o.objective <= c.objective and o.dev_retention >= c.dev_retention  # type: ignore[operator]
-                                        and (o.objective, o.dev_retention) != (c.objective, c.dev_retention)
-                                        for o in done)]
+            and c.held_out_retention is not None]
+    front = [c for c in done if not any(
+        o.objective <= c.objective and o.held_out_retention >= c.held_out_retention  # type: ignore[operator]
+        and (o.objective, o.held_out_retention) != (c.objective, c.held_out_retention) for o in done)]
     return sorted(front, key=lambda c: c.objective)  # type: ignore[arg-type, return-value]
 
 
@@ -177,18 +177,18 @@ def final_headers(record: SearchRecord) -> tuple[str, ...]:
 
 
 def _path_rows(record: SearchRecord) -> list[list[str]]:
-    return [[str(c.order), c.text, _objective(record, c.objective), c.fidelity, _percent(c.dev_retention),
+    return [[str(c.order), c.text, _objective(record, c.objective), c.fidelity, _percent(c.held_out_retention),
              f"{c.status}: {c.reason}", f"{c.seconds:.0f}"] for c in path(record)]
 
 
 def _front_rows(record: SearchRecord) -> list[list[str]]:
     return [[c.text, _objective(record, c.objective),
-             f"{_percent(c.dev_retention)} ({_interval(c.dev_interval or [])})", f"{c.params / 1e6:.2f}",
+             f"{_percent(c.held_out_retention)} ({_interval(c.held_out_interval or [])})", f"{c.params / 1e6:.2f}",
              f"{c.size_bytes / 1e6:.2f}"] for c in frontier(record)]
 
 
 def _final_rows(record: SearchRecord) -> list[list[str]]:
-    return [[f.text, f.role, f"{f.dev_retention:.1%} ({_interval(f.dev_retention_interval)})",
+    return [[f.text, f.role, f"{f.held_out_retention:.1%} ({_interval(f.held_out_retention_interval)})",
              f"{_score(record, f.accuracy)} ({_scores(record, f.accuracy_interval)})",
              f"{f.retention:.1%} ({_interval(f.retention_interval)})",
              f"{f.speedup:.2f}x ({f.speedup_spread()})", f"{f.size_bytes / 1e6:.2f}"]
@@ -222,10 +222,11 @@ def _title(record: SearchRecord) -> str:
 
 def _context(record: SearchRecord) -> str:
     bar = f"{_metric(record)} {record.bar:.4f} on the {record.selection} sentences ({record.min_retention:.0%} of " \
-          f"the teacher's {record.teacher_dev_accuracy:.4f})" if record.bar is not None else "no bar yet"
+          f"the teacher's {record.teacher_held_out_accuracy:.4f})" if record.bar is not None else "no bar yet"
     made = f"Made by `{record.command}`" if record.command else "Made from Python"
+    recipe = f"; every candidate and final trained with the {record.recipe} recipe" if record.recipe else ""
     return (f"{made} on {record.cpu}, {record.threads} threads, sequence length {record.seq_len}, "
-            f"{record.created}; status: {record.status}; the bar: {bar}.")
+            f"{record.created}; status: {record.status}; the bar: {bar}{recipe}.")
 
 
 def _md_cell(text: str) -> str:
@@ -277,8 +278,8 @@ def plot_png(record: SearchRecord) -> bytes:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     scale = 1e6 if record.minimize == "size" else 1.0
-    trained = [c for c in record.candidates if c.dev_retention is not None and c.objective is not None]
-    floor = min([c.dev_retention for c in trained] + [record.min_retention]) - 0.01  # type: ignore[type-var]
+    trained = [c for c in record.candidates if c.held_out_retention is not None and c.objective is not None]
+    floor = min([c.held_out_retention for c in trained] + [record.min_retention]) - 0.01  # type: ignore[type-var]
     timed = [c.objective / scale for c in record.candidates if c.fidelity == "timed" and c.objective is not None]
     if timed:
         color, marker = FIDELITY_STYLE["timed"]
@@ -287,11 +288,12 @@ def plot_png(record: SearchRecord) -> bytes:
         shown = [c for c in trained if c.fidelity == fidelity]
         if shown:
             color, marker = FIDELITY_STYLE[fidelity]
-            ax.scatter([c.objective / scale for c in shown], [100 * c.dev_retention for c in shown],  # type: ignore
+            ax.scatter([c.objective / scale for c in shown],
+                       [100 * c.held_out_retention for c in shown],  # type: ignore[operator]
                        c=color, marker=marker, s=60, label=fidelity)
     for c in trained:
         if c.order is not None:
-            ax.annotate(str(c.order), (c.objective / scale, 100 * c.dev_retention), fontsize=7,  # type: ignore
+            ax.annotate(str(c.order), (c.objective / scale, 100 * c.held_out_retention), fontsize=7,  # type: ignore
                         xytext=(4, 4), textcoords="offset points")
     ax.axhline(100 * record.min_retention, linestyle="--", color="#555555", label="the bar")
     ax.set_xlabel(OBJECTIVE_NAMES[record.minimize])

@@ -1,7 +1,9 @@
 """`compress search`: the candidate that minimizes an objective (batch-1 latency, batch throughput or size) among those
-that keep ``min_retention`` of the teacher's dev accuracy, then its verdict on test with every seed.
+that keep ``min_retention`` of the teacher's score on held-out sentences, then its verdict on test with every seed.
 
-The schedule (multi-fidelity, like successive halving, but against a bar: the objective is cheap to measure and
+The held-out sentences are training examples the task holds out (``--select-on held-out``, the default: no model
+trains on them or picks an epoch on them), or dev (``--select-on dev``); search.json's ``held_out_*`` numbers are on
+them. The schedule (multi-fidelity, like successive halving, but against a bar: the objective is cheap to measure and
 the constraint costs training, so it is the constraint that is evaluated in stages; :mod:`.walk`):
 
 1. **shape** (free): every candidate of the space (:mod:`.space`) gets parameters, bytes and FLOPs from its shape.
@@ -11,22 +13,23 @@ the constraint costs training, so it is the constraint that is evaluated in stag
    (the least and the most costly of each kind are measured first).
 3. **trained** (minutes): the best candidate by its measured objective is trained on the first seed, step by step
    (a step another candidate shares is trained once: the run cache), every stage stopped as soon as its dev
-   accuracy cannot come near the bar any more (``partial``); each step's dev retention is screened with its paired
-   interval: one whose interval lies below the bar missed it, one whose interval reaches it is kept. A candidate is
-   ruled out without training when a step of it, or a candidate it compresses at least as much as
-   (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` candidates whose dev retention met
-   the bar on its mean are better than everything left (one kept only because its interval reaches the bar does
+   score cannot come near the bar any more (``partial``); each step's held-out retention is screened with its paired
+   interval (:mod:`.screen`): one whose interval lies below the bar missed it, one whose interval reaches it is kept.
+   A candidate is ruled out without training when a step of it, or a candidate it compresses at least as much as
+   (:func:`.space.compresses_at_least`), missed the bar, and once ``finalists`` candidates whose held-out retention
+   met the bar on its mean are better than everything left (one kept only because its interval reaches the bar does
    not end the walk: it goes on to less compressed candidates until enough meet it, or the budget ends). A
-   candidate is not started when the budget left cannot hold its training (estimated from training steps timed
-   here, then from this search's own runs) and the finals; speed probes take at most a tenth of the budget.
-4. **final**: the best kept candidates (those that met the bar on the mean first) and a reference pipeline are trained
-   with every seed and compared on test, in one
-   process, by :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and
-   retention, speed-ups with their spread); the chosen one is the best, by that measurement, of those whose dev
-   retention over every seed meets the bar (where none does, of those whose interval still reaches it, said so).
+   candidate is not started when the budget left (:mod:`.clock`) cannot hold its training (estimated from training
+   steps timed here, then from this search's own runs) and the finals (the reserve, :mod:`.costs`); speed probes
+   take at most a tenth of the budget.
+4. **final** (:mod:`.finals`): the best kept candidates (those that met the bar on the mean first) and a reference
+   pipeline are trained with every seed and compared on test, in one process, by
+   :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and retention,
+   speed-ups with their spread); the chosen one is the best, by that measurement, of those whose held-out retention
+   over every seed meets the bar (where none does, of those whose interval still reaches it, said so).
 
-Dev selects, test judges: the chosen model's dev accuracy is biased upward by having been selected on it (the
-report says so); its test interval in the finals is not.
+Held-out sentences select, test judges: the chosen model's held-out score is biased upward by having been selected
+on it (the report says so); its test interval in the finals is not.
 
 The search directory is a comparison directory (``runs/seed-S/NAME``): `compress compare --out DIR` and a later
 search reuse every run it trained, and it reuses theirs. Ctrl-C keeps every finished run and search.json; the
@@ -64,11 +67,14 @@ from compress.registry.pipeline import for_throughput, parse
 from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, plan_runs, run_config_of
 from compress.runs.distillation import check_student
 from compress.runs.executors import Executor
+from compress.search.clock import Clock, format_seconds
+from compress.search.costs import EVAL_SHARE, least_training, prime_steps
+from compress.search.finals import run_finals
 from compress.search.ledger import SearchRecord, read_record
 from compress.search.probe import OBJECTIVES, Probes
 from compress.search.report import write_search_report
 from compress.search.space import Space, candidates, declared, from_file, narrowed
-from compress.search.walk import EVAL_SHARE, Clock, Walk, format_seconds, least_training, prime_steps
+from compress.search.walk import Walk
 from compress.task_metrics import TaskMetric, resolve_metric
 from compress.teachers.finetune import FinetuneConfig, finetuned_here
 from compress.teachers.registry import DEFAULT_TEACHER, load_tokenizer, teacher_config
@@ -237,7 +243,7 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
         try:
             with config.executor.session():   # one connection to a Ray cluster for every run the search makes
                 walk.run()
-                walk.finals()
+                run_finals(walk)
             if probes.interpolated:
                 record.notes.append(f"{len(probes.interpolated)} training-step times were interpolated in FLOPs "
                                     "between shapes of their kind that were timed, not timed themselves.")
@@ -259,8 +265,11 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int, prev
                           teacher=config.teacher, dataset=config.dataset, minimize=config.minimize,
                           min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
                           space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
-                          against=config.against, selection=config.select_on, metric=metric.name)
-    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric")
+                          against=config.against, selection=config.select_on, metric=metric.name,
+                          recipe=config.recipe)
+    # another recipe trains other models: its candidates' evidence is not this search's (their runs are not reused
+    # either, the recipe being part of a run's key)
+    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric", "recipe")
     same = previous is not None and all(getattr(previous, k) == getattr(record, k) for k in asked)
     if same and previous is not None and previous.status != "complete":
         record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from compress.methods.lowrank.details import LowRankDetails
 from compress.models.config import EncoderConfig
-from compress.reports.records import Section, score_text
+from compress.registry import Section
+from compress.reports.records import score_text
 
 if TYPE_CHECKING:
     from compress.reports.records import RunRecord

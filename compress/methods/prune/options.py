@@ -27,5 +27,5 @@ class PruneOptions:
     score_against: str = field(default="labels", metadata={
         "help": "what the scoring loss compares with: labels (gold) or predictions (the model's own)."})
     head_curve: bool = field(default=True, metadata={"flag": "--no-head-curve", "help": (
-        "skip the head-importance curve (test accuracy with 0-90% of the heads removed, by importance and at "
-        "random; about 20 evaluations of the test split).")})
+        "skip the head-importance curve (dev accuracy with 0-90% of the heads removed, by importance and at "
+        "random; about 20 evaluations of the dev split).")})

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from compress.methods.prune.details import PruneDetails
 from compress.methods.prune.layers import layers_kept
 from compress.models.config import EncoderConfig
+from compress.registry import Section
 from compress.reports.layers_kept import layer_cells
-from compress.reports.records import Section, score_text
+from compress.reports.records import score_text
 
 if TYPE_CHECKING:
     from compress.reports.records import RunRecord
@@ -63,8 +64,8 @@ def report_lines(record: RunRecord) -> list[str]:
     curve = p.head_curve
     if curve:
         lines += ["### Head-importance curve (no recovery)", "",
-                  f"Test accuracy of the source with a share of its {curve.heads} heads removed, least important "
-                  f"first and in a random order (seed {curve.seed}):", "",
+                  f"{curve.split.capitalize()} accuracy of the source with a share of its {curve.heads} heads "
+                  f"removed, least important first and in a random order (seed {curve.seed}):", "",
                   "| heads removed | importance order | random order |", "|---:|---:|---:|"]
         lines += [_row(f"{share:.0%}", f"{a:.4f}", f"{b:.4f}")
                   for share, a, b in zip(curve.shares_removed, curve.importance, curve.random, strict=True)]

@@ -3,7 +3,7 @@ recover by distillation from the unpruned model (Michel et al. 2019; Sajjad et a
 
 One step (``steps=1``) scores once and cuts to the asked amount; ``steps=k`` cuts an equal share of
 what goes k times, scoring again and recovering after each cut (iterative pruning). Besides the pruned
-model, :func:`apply` gives ``importance.json`` (the scores of every step) and ``head_curve.png`` (accuracy
+model, :func:`apply` gives ``importance.json`` (the scores of every step) and ``head_curve.png`` (dev accuracy
 with 0-90% of the source's heads removed, importance against random order) for the run directory.
 """
 
@@ -34,7 +34,7 @@ from compress.models.accounting import count_parameters
 from compress.models.checkpoints import model_digest, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.prune.curve import SHARES, head_curve, head_curve_png
+from compress.prune.curve import CURVE_SPLIT, SHARES, head_curve, head_curve_png
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
@@ -155,7 +155,7 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
 
 
 def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:
-    accuracy = evaluate(model, data.eval_batches("test"), device).primary
+    accuracy = evaluate(model, data.eval_batches(CURVE_SPLIT), device).primary   # test is kept for judging once
     tick()
     return accuracy
 

@@ -17,7 +17,7 @@ from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
 from compress.methods.quantization.details import AwareTraining
-from compress.methods.quantization.face import AwareOptions, relaxed_refusal
+from compress.methods.quantization.options import AwareOptions, relaxed_refusal
 from compress.methods.quantization.verb import apply as quantize
 from compress.models.checkpoints import model_digest
 from compress.models.encoder import Encoder

@@ -1,20 +1,23 @@
-"""What the quantization methods share: their options, their explanation, and how one is declared.
+"""What the quantization methods share: their explanation, and how one is declared.
 
 Each quantization method is a tiny module of ``formats/`` (``int8.py``, ``bf16.py``, ...) calling
-:func:`quantization` with its format; the verb is :mod:`compress.methods.quantization.verb`, the engine
-:mod:`compress.quantize` (backends, artefacts).
+:func:`quantization` with its format and options (:mod:`compress.methods.quantization.options`); the verb is
+:mod:`compress.methods.quantization.verb`, quantization-aware training :mod:`compress.methods.quantization.aware`,
+the engine :mod:`compress.quantize` (backends, artefacts). This module imports neither of those two at its top: the
+registry loads it for ``compress --help``, and they load torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from compress.errors import CompressError
 from compress.methods.quantization.details import QuantDetails
+from compress.methods.quantization.options import AwareOptions, QuantOptions, relaxed_refusal, with_options
 from compress.methods.quantization.report import report_lines, summary_lines
 from compress.models.config import EncoderConfig
-from compress.quantize.formats import QuantMethod, check_backend
+from compress.quantize.formats import QuantMethod
 from compress.registry import Context, Transform, Transformed, all_methods, register
 
 if TYPE_CHECKING:
@@ -22,103 +25,6 @@ if TYPE_CHECKING:
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
-
-
-@dataclass
-class QuantOptions:
-    backend: str = field(default="auto", metadata={
-        "help": "torch, onnxruntime, openvino, or auto (build each the method runs on and is installed, measure "
-                "each, keep the fastest (--choose-by) of those that keep --min-retention)."})
-    min_retention: float = field(default=0.99, metadata={
-        "help": "With --backend auto, a backend is kept only if its dev accuracy, one sentence at a time, is at "
-                "least this share of the fp32 model's (0 to 1)."})
-    choose_by: str = field(default="latency", metadata={
-        "help": "With --backend auto, what fastest means: latency (batch 1, a service answering one request at a "
-                "time) or throughput (batch 32, scoring many sentences at once, shaped as --batch-shape says)."})
-    batch_shape: str = field(default="filled", metadata={
-        "help": "With --choose-by throughput, how the batches of 32 are shaped: filled (every row the timing "
-                "length), real (test sentences at their own lengths), padded (to the longest) or bucketed (by "
-                "length): the shape a server batches in.", "added_later": True})
-
-    def __post_init__(self) -> None:
-        """The checks the values alone allow (whether this format runs on the backend is its method's check)."""
-        check_backend(self.backend)
-        if self.choose_by not in ("latency", "throughput"):
-            raise CompressError(f"--choose-by must be latency or throughput, got {self.choose_by!r}.")
-        if self.batch_shape != "filled" and self.choose_by != "throughput":
-            raise CompressError(f"--batch-shape {self.batch_shape} shapes the batches --choose-by throughput "
-                                "times; with --choose-by latency a backend is chosen at batch 1.")
-        if not 0 < self.min_retention <= 1:
-            raise CompressError(f"--min-retention is a share of the fp32 model's accuracy, above 0 and at most 1; "
-                                f"got {self.min_retention}.")
-
-
-@dataclass
-class GroupedOptions(QuantOptions):
-    """A weight-only format's options: how many weights share one scale."""
-
-    group_size: int = field(default=32, metadata={
-        "help": "Weights that share one scale, along the input channels: 16, 32, 64, 128 or 256 (fewer: closer to "
-                "fp32, more bytes of scales: 32 adds one bit per weight, 128 a quarter).", "search": (32, 128)})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.group_size not in GROUP_SIZES:
-            raise CompressError(f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got "
-                                f"{self.group_size}.")
-
-
-GROUP_SIZES = (16, 32, 64, 128, 256)   # powers of two, as ONNX Runtime's 4-bit kernels take them
-
-
-@dataclass
-class MixedOptions(GroupedOptions):
-    """Bits per matrix: how many of the weights may go to 4 bits (the size budget) and their group size."""
-
-    int4_share: float = field(default=0.5, metadata={
-        "help": "The least share of the quantized weights stored in 4 bits, the least sensitive matrices first (0 "
-                "to 1; the rest in int8): the size budget, between int8's bytes (0) and int4's (1).",
-        "search": (0.5, 0.8)})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 < self.int4_share < 1:
-            raise CompressError(f"int4_share is a share of the weights above 0 and below 1 (0 is int8, 1 is int4), "
-                                f"got {self.int4_share}.")
-
-
-@dataclass
-class AwareOptions(QuantOptions):
-    """Quantization-aware training: how long the model recovers with the rounding in its forward pass."""
-
-    recovery_epochs: int = field(default=2, metadata={
-        "help": "epochs of distillation from the fp32 model with the format's rounding in the forward pass (at least "
-                "1)."})
-    recovery_lr: float = field(default=5e-5, metadata={"help": "learning rate of that training (default 5e-5)."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()   # a weight-only format's group size too (AwareGroupedOptions)
-        if self.recovery_epochs < 1:
-            raise CompressError(f"recovery_epochs must be at least 1 (0 epochs is post-training quantization), got "
-                                f"{self.recovery_epochs}.")
-        if not self.recovery_lr > 0:
-            raise CompressError(f"recovery_lr must be positive, got {self.recovery_lr}.")
-
-
-def relaxed_refusal(name: str) -> str:
-    return (f"{name} cannot train a relaxed ALBERT: its layers form their matrices as they run, and ONNX Runtime "
-            "leaves such products in fp32; quantize it after training instead (int8, int4).")
-
-
-@dataclass
-class AwareGroupedOptions(AwareOptions, GroupedOptions):
-    """Quantization-aware training of a weight-only format: its group size and its training."""
-
-
-def with_options(fmt: QuantMethod, options: Any) -> QuantMethod:
-    """``fmt`` as ``options`` set it (a weight-only format's group size, bits per matrix's share in 4 bits)."""
-    changes = {k: getattr(options, k) for k in ("group_size", "int4_share") if getattr(options, k, None) is not None}
-    return replace(fmt, **changes) if changes else fmt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,8 +124,8 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
                  searched_for: tuple[str, ...] = (), aware: bool = False, revision: int = 1) -> Quantization:
     """Declare and register one quantization method. A half-precision one is compared by default only
     where the CPU computes in its format (elsewhere it runs emulated, slower than fp32); a weight-only one takes
-    :class:`GroupedOptions` (its format's group size is their default); an ``aware`` one trains with the rounding in
-    its forward pass before it is quantized (:class:`AwareOptions`)."""
+    :class:`~.options.GroupedOptions` (its format's group size is their default); an ``aware`` one trains with the
+    rounding in its forward pass before it is quantized (:class:`~.options.AwareOptions`)."""
     defaults = options()
     fmt = QuantMethod(name, dtype, backends, summary, calibrated, group_size=getattr(defaults, "group_size", None),
                       int4_share=getattr(defaults, "int4_share", None))

@@ -37,7 +37,7 @@ def _large_batch(speed: Speed) -> str:
 
 
 def summary_lines(record: RunRecord) -> list[str]:
-    from compress.reports.run_record import primary_name   # the registry loads this module: imported when used
+    from compress.reports.run_record import primary_name  # the registry loads this module: imported when used
 
     q: QuantDetails = record.details  # type: ignore[assignment]
     chosen = record.speed["student"]

@@ -14,13 +14,13 @@ import numpy as np
 
 from compress.bench.inputs import INPUT_NAMES, speed_seq_len
 from compress.bench.machine import cpu_features, cpu_model, half_available, torch_cpu_capability
-from compress.bench.measurement import Speed, batch_phrase
+from compress.bench.measurement import Predictor, Speed, batch_phrase
 from compress.bench.speed import SpeedConfig, measure_all, measure_speed
 from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask
 from compress.errors import CompressError
 from compress.methods.quantization.details import CpuRecord, QuantDetails, keeping
-from compress.methods.quantization.face import QuantOptions
+from compress.methods.quantization.options import QuantOptions
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions
@@ -35,7 +35,7 @@ from compress.quantize.artefacts import (
     write_artefact,
 )
 from compress.quantize.formats import MatrixBits
-from compress.quantize.predictors import Predictor, TorchPredictor, predict_batches
+from compress.quantize.predictors import TorchPredictor, predict_batches
 from compress.quantize.torch_backend import HALF_DTYPES
 from compress.registry import Artefact, Context, Transformed
 from compress.train_config import DEFAULT_SEED
@@ -165,7 +165,7 @@ def apply(model: Encoder, options: QuantOptions, context: Context, fmt: QuantMet
 
 
 def _bits_plot(bits: list[MatrixBits], title: str) -> bytes:
-    from compress.reports.plots import bits_per_matrix_png   # matplotlib, for bits per matrix only
+    from compress.reports.plots import bits_per_matrix_png  # matplotlib, for bits per matrix only
 
     return bits_per_matrix_png(bits, title)
 

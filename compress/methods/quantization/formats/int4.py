@@ -2,7 +2,8 @@
 (ONNX Runtime, or OpenVINO through NNCF's weight compression); activations stay fp32. Not compared by default, and
 searched by default only for size: on the CPUs measured it saves bytes, not time."""
 
-from compress.methods.quantization.face import GroupedOptions, quantization
+from compress.methods.quantization.face import quantization
+from compress.methods.quantization.options import GroupedOptions
 
 METHOD = quantization(
     name="int4", rank=112, dtype="int4", backends=("onnxruntime", "openvino"), label="int4 weights",

@@ -2,7 +2,8 @@
 information on training sentences), at least a share of the weights in 4 bits (ONNX Runtime). Not compared by default,
 and searched by default only for size: it saves bytes, not time."""
 
-from compress.methods.quantization.face import MixedOptions, quantization
+from compress.methods.quantization.face import quantization
+from compress.methods.quantization.options import MixedOptions
 
 METHOD = quantization(
     name="mixed-bits", rank=114, dtype="mixed", backends=("onnxruntime",), label="bits per matrix",

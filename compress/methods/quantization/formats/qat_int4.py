@@ -3,7 +3,8 @@ weight, the heads' too, and every table in 4 bits per group of input channels, t
 as its 4-bit matmul computes them), distilled from its fp32 self, then is quantized for real. Not compared by default
 (it trains); searched for size, beside int4: the same bytes, kept where training keeps more."""
 
-from compress.methods.quantization.face import AwareGroupedOptions, quantization
+from compress.methods.quantization.face import quantization
+from compress.methods.quantization.options import AwareGroupedOptions
 
 METHOD = quantization(
     name="qat-int4", rank=113, dtype="int4", backends=("onnxruntime",), label="quantization-aware int4 weights",

@@ -3,7 +3,8 @@ output channel, each matrix's input per tensor, as the runtime computes them), o
 weights per matrix, inputs on 7 bits), distilled from its fp32 self, then is quantized for real on that backend. Not
 compared by default: it trains."""
 
-from compress.methods.quantization.face import AwareOptions, quantization
+from compress.methods.quantization.face import quantization
+from compress.methods.quantization.options import AwareOptions
 
 METHOD = quantization(
     name="qat-int8", rank=111, dtype="int8", backends=("onnxruntime", "torch"), label="quantization-aware int8",
