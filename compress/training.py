@@ -29,11 +29,11 @@ from torch import nn
 from compress.distributed import World, all_gather, all_sum, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
 from compress.metrics import Metrics, metrics_of
-from compress.task_metrics import default_metric
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
 from compress.resume import StageCheckpoints, rng_state, set_rng_state
 from compress.step_precision import TIMED_STEPS, choose_precision, shape_key
+from compress.task_metrics import default_metric
 from compress.train_config import FP16_OFF_CUDA, PRECISION_NAMES, TrainConfig
 
 Batch = dict[str, torch.Tensor]

@@ -24,8 +24,8 @@ from compress.resume import Resume
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
 from compress.runs.source import finetuned_source
 from compress.runs.writer import train_settings, transfer_request, write_run
-from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.students.transfer import with_transfer
+from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_config
 from compress.training import check_precision, predict, seed_everything, slow_bf16_warning
 

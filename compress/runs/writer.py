@@ -36,8 +36,8 @@ from compress.bench.timing import default_threads
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.splits import SELECT
 from compress.device import resolve_device
-from compress.inference.loaded import model_dir_of, model_files
 from compress.distill.schedule import get_schedule
+from compress.inference.loaded import model_dir_of, model_files
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
 from compress.predictions import Predictions, save_predictions

@@ -98,8 +98,12 @@ def with_transfer(data: TokenizedTask, task: TaskData, request: TransferRequest,
 def _unlabeled_rows(task: TaskData, request: TransferRequest, show_progress: bool) -> datasets.Dataset:
     """The copies and the user's texts as task rows (``id``, ``text``, [``text_pair``], ``label``), every label
     ``NO_LABEL`` (NaN for a regression)."""
-    from compress.students.augment import AugmentConfig, EmbeddingNeighbours, augment_dataset, \
-        mlm_candidates_from_checkpoint
+    from compress.students.augment import (
+        AugmentConfig,
+        EmbeddingNeighbours,
+        augment_dataset,
+        mlm_candidates_from_checkpoint,
+    )
     from compress.teachers.registry import load_tokenizer
 
     train = task.splits["train"]
