@@ -1,5 +1,5 @@
-"""The suite owns its caches: one new, empty cache root for the whole run, and a check that the user's stayed as
-they were.
+"""The suite owns its caches and temporary files: one new, empty root for the whole run, and a check that the
+user's caches stayed as they were.
 
 This module runs before any test module imports compress, transformers or pip: it points every cache those
 read (compress's, Hugging Face's, pip's, matplotlib's, the XDG root) at directories under one temporary root,
@@ -8,6 +8,11 @@ the environment of the process that starts them, so they share the root (the cac
 that need the same entry build it once). Tests that need a cache of their own still point COMPRESS_CACHE at
 their ``tmp_path``. When the run ends, the process that made the root removes it, and the run fails if any of
 the user's cache directories changed while it ran.
+
+The system's temporary folder is the root's too: TMPDIR (``tmp`` under the root) for every process the tests start
+and for the tests' own temporary files (torchrun's ``torchelastic_*`` logs, a library's scratch directories), and
+RAY_TMPDIR (the root itself, so Ray's ``ray/session_*`` folder lands in the root and its socket paths stay short of
+the 107 bytes a Unix socket's path may have). pytest keeps its own ``tmp_path`` folders where it always does.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ def _suite_environment(root: Path) -> dict[str, str]:
     return {"COMPRESS_CACHE": str(root / "compress"), "XDG_CACHE_HOME": str(root / "xdg"),
             "HF_HOME": str(root / "huggingface"), "HF_HUB_CACHE": str(root / "huggingface" / "hub"),
             "HF_DATASETS_CACHE": str(root / "huggingface" / "datasets"), "PIP_CACHE_DIR": str(root / "pip"),
-            "MPLCONFIGDIR": str(root / "matplotlib"), "TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor")}
+            "MPLCONFIGDIR": str(root / "matplotlib"), "TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor"),
+            "TMPDIR": str(root / "tmp"), "RAY_TMPDIR": str(root)}
 
 
 _made_here = _ROOT not in os.environ
@@ -60,6 +66,7 @@ if _made_here:
     _watched = {what: (path, snapshot(path)) for what, path in user_caches().items()}
     os.environ[_ROOT] = tempfile.mkdtemp(prefix="compress-tests-")
 os.environ.update(_suite_environment(Path(os.environ[_ROOT])))
+os.makedirs(os.environ["TMPDIR"], exist_ok=True)   # tempfile passes over a TMPDIR that does not exist
 # One thread per process unless a test asks for more: `make test` already runs one worker per CPU, and two workers
 # whose torch each spins two OpenMP threads on two cores ran five times slower than with one each (two concurrent
 # `compress pretrain` of the tiny teacher: 51 s against 10 s). Speed measurements fix their own counts (--threads).
@@ -81,6 +88,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(f"FAILED {message}", red=True, bold=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_the_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """This process's own temporary files under the root's TMPDIR too (tempfile read the system's before it was set,
+    when the root was made), once pytest has placed its ``tmp_path`` folders where it keeps them."""
+    tmp_path_factory.getbasetemp()
+    tempfile.tempdir = None   # read again from TMPDIR on next use
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,17 +5,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from compress.models.config import EncoderConfig
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The one limit on how long a test waits for a child process or for something a child does: a guard against a hang
+# (a deadlocked or stuck child would otherwise hold the run forever), set far above any honest run on a slow or busy
+# machine. It is never a speed check: a test that needs to know something happened waits for that event
+# (:func:`wait_for`), not for a clock. COMPRESS_TEST_HANG_GUARD (seconds) changes it for a whole run.
+HANG_GUARD = float(os.environ.get("COMPRESS_TEST_HANG_GUARD") or 3600)
 
 
 def tiny_config(**changes) -> EncoderConfig:
@@ -38,12 +46,32 @@ def padded_batch(vocab_size: int = 101, seed: int = 0) -> dict[str, torch.Tensor
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
+def padded_batches(vocab_size: int = 101, seeds: Iterable[int] = range(8)) -> dict[str, torch.Tensor]:
+    """:func:`padded_batch` of each seed, stacked into one batch (24 sequences by default)."""
+    parts = [padded_batch(vocab_size, seed) for seed in seeds]
+    return {name: torch.cat([part[name] for part in parts]) for name in parts[0]}
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m compress ARGS`` as a user would, capturing its output."""
     return subprocess.run(
         [sys.executable, "-m", "compress", *args], capture_output=True, text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd or REPO, timeout=600,
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd or REPO, timeout=HANG_GUARD,
     )
+
+
+def wait_for(event: Callable[[], object], process: subprocess.Popen | None = None, what: str = "the event",
+             poll: float = 0.01) -> bool:
+    """Wait until ``event()`` is true (True) or ``process`` has ended without it (False), however long that takes: the
+    only limit is :data:`HANG_GUARD`, past which the test fails (it never goes on as if the event had happened)."""
+    give_up = time.monotonic() + HANG_GUARD
+    while not event():
+        if process is not None and process.poll() is not None:
+            return bool(event())
+        if time.monotonic() > give_up:
+            pytest.fail(f"{what} did not happen in {HANG_GUARD:.0f} s (tests/helpers.py HANG_GUARD): a hang")
+        time.sleep(poll)
+    return True
 
 
 def assert_refused_before_work(done: subprocess.CompletedProcess, expected: str, out: Path) -> None:
@@ -61,6 +89,58 @@ def offline_hub_env(root: Path, offline: bool = True) -> dict[str, str]:
     flag = "1" if offline else "0"
     return {"HF_HUB_OFFLINE": flag, "HF_DATASETS_OFFLINE": flag, "HF_HOME": str(hf), "HF_HUB_CACHE": str(hf / "hub"),
             "HF_DATASETS_CACHE": str(hf / "datasets"), "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+def logit_error(got: Any, expected: Any) -> tuple[float, float]:
+    """How far logits ``got`` (a quantized model's) are from ``expected`` (the fp32 model's, on the same inputs): the
+    root-mean-square difference in units of the spread (standard deviation) of ``expected``, and the correlation of
+    the two (0 where either is constant)."""
+    got, expected = (np.asarray(x, dtype=np.float64).ravel() for x in (got, expected))
+    spread = expected.std()
+    assert spread > 0, "the fp32 logits do not vary: nothing to compare against"
+    error = float(np.sqrt(np.mean((got - expected) ** 2)) / spread)
+    centred = got - got.mean(), expected - expected.mean()
+    norms = float(np.linalg.norm(centred[0]) * np.linalg.norm(centred[1]))
+    return error, float(centred[0] @ centred[1] / norms) if norms > 0 else 0.0
+
+
+# Measured on the int8 exports of tests/test_lowrank.py and tests/test_prune.py (PyTorch, ONNX Runtime, OpenVINO) on
+# an AVX-512 VNNI EPYC, and as if without VNNI (ONNX Runtime's 7-bit weights, ONEDNN_MAX_CPU_ISA=AVX512_CORE for
+# OpenVINO), each on 24 sentences after calibrating on 24 others: errors 0.017-0.112 of the spread, correlations
+# 0.994 or more. Zeros, or the logits at twice their size, are 1 or more of the spread away, at half their size 0.5 or
+# more; the same fp32 models with every weight matrix 0.8 or 1.25 times what it is, 0.38 to 0.88.
+INT8_ERROR, INT8_CORRELATION = 0.35, 0.95
+
+
+def int8_logits_follow(got: Any, expected: Any) -> bool:
+    """Whether int8 logits ``got`` follow the fp32 ``expected``: within :data:`INT8_ERROR` of their spread and
+    correlated above :data:`INT8_CORRELATION` (see :func:`logit_error`)."""
+    error, correlation = logit_error(got, expected)
+    return error < INT8_ERROR and correlation > INT8_CORRELATION
+
+
+def assert_int8_logits_follow(got: Any, expected: Any, what: object = "") -> None:
+    """:func:`int8_logits_follow`, and the check shown to have teeth on these very logits: an export that returned
+    zeros, or every logit at half or twice its size, fails it."""
+    error, correlation = logit_error(got, expected)
+    assert int8_logits_follow(got, expected), \
+        f"{what}: int8 logits {error:.3f} of the fp32 spread away, correlation {correlation:.4f}"
+    expected = np.asarray(expected, dtype=np.float64)
+    for wrong in (np.zeros_like(expected), 0.5 * expected, 2 * expected):
+        assert not int8_logits_follow(wrong, expected), f"{what}: the check would pass wrong logits"
+
+
+def mis_scaled(model: torch.nn.Module, factor: float = 1.25) -> torch.nn.Module:
+    """A copy of ``model`` with every linear layer's weight ``factor`` times what it is (what an export that
+    mis-scaled its weights would compute)."""
+    import copy
+
+    wrong = copy.deepcopy(model)
+    with torch.no_grad():
+        for module in wrong.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.mul_(factor)
+    return wrong
 
 
 POSITIVE = ["a great and moving film", "wonderful acting and a superb story", "brilliant, funny and warm",
@@ -119,10 +199,10 @@ def chromium_page(html: Path) -> Iterator[tuple[Any, list[str]]]:
     args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args, timeout=15_000)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args, timeout=HANG_GUARD * 1000)
         try:
             page = browser.new_page()
-            page.set_default_timeout(10_000)
+            page.set_default_timeout(HANG_GUARD * 1000)   # playwright counts in ms
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
             page.goto(Path(html).resolve().as_uri(), wait_until="load")

@@ -8,12 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 import torch
-from helpers import REPO
+from helpers import HANG_GUARD, REPO
 
 from compress.bench import (
     Timing,
@@ -90,10 +91,25 @@ def test_fixed_threads_sets_and_restores():
     assert 1 <= default_threads() <= 4
 
 
-def test_peak_memory_sees_a_64mb_array_and_not_a_no_op():
+def test_peak_memory_sees_a_64mb_array_and_not_a_no_op(monkeypatch):
+    from compress.bench import memory
+
+    read, allocated, sampled = memory.rss_bytes, threading.Event(), threading.Event()
+
+    def reading() -> int:   # the sampler's reading, marked when it began after the array was made
+        after = allocated.is_set()
+        value = read()
+        if after:
+            sampled.set()
+        return value
+
+    monkeypatch.setattr(memory, "rss_bytes", reading)
+
     def hold_64mb():
         array = np.ones(64 * MB, dtype=np.uint8)  # np.ones writes every page, so it is resident
-        time.sleep(0.05)
+        allocated.set()
+        assert sampled.wait(HANG_GUARD)   # held until the sampler has read the memory once (however long that takes)
+        allocated.clear()
         return int(array[-1])
 
     assert rss_bytes() > 0
@@ -246,6 +262,6 @@ def test_pass_orders_are_seeded_permutations_each_unlike_the_one_before():
 def test_every_benchmark_script_answers_help(script):
     """A benchmark's imports follow the library as it moves (none is run by the suite at full size)."""
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout

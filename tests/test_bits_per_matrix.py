@@ -16,12 +16,11 @@ from onnx import numpy_helper
 from test_low_bits import _model, _rounded
 
 from compress.methods.quantization import quant_format
-from compress.methods.quantization.face import with_options
+from compress.methods.quantization.options import with_options
 from compress.models.config import INPUT_NAMES
 from compress.quantize.artefacts import read_manifest, write_artefact
 from compress.quantize.bit_allocation import allocate, candidates, fisher_diagonal
-from compress.quantize.fake_quant import int4_rounded, int8_rounded
-from compress.quantize.onnx_backend import int8_weight_levels
+from compress.quantize.rounding import int4_rounded, int8_rounded, int8_weight_levels
 from compress.quantize.sizes import allocated_bytes, stored_bytes
 
 

@@ -332,12 +332,12 @@ def test_two_processes_asking_for_one_entry_build_it_once(tmp_path):
     import subprocess
     import sys
 
-    from helpers import REPO
+    from helpers import HANG_GUARD, REPO
 
     target, log = tmp_path / "entry", tmp_path / "builds.log"
     procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(target), str(log)], cwd=REPO, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
-    outputs = [p.communicate(timeout=120) for p in procs]
+    outputs = [p.communicate(timeout=HANG_GUARD) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert log.read_text() == "built\n"                      # the second process waited, then used the entry
     assert sorted(out.strip() for out, _ in outputs) == ["42 False", "42 True"]

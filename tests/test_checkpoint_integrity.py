@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
-from helpers import REPO, interruptible_run, run_cli
+from helpers import HANG_GUARD, REPO, interruptible_run, run_cli, wait_for
 
 from compress.resume import Resume
 
@@ -83,11 +82,12 @@ def test_a_damaged_checkpoint_of_a_real_run_is_refused_and_the_run_starts_afresh
     states = lambda: list((tiny["root"] / "cache" / "unfinished").glob("*/state.pt"))  # noqa: E731
     process = subprocess.Popen([sys.executable, "-m", "compress", *tiny["args"], "--out", str(out)], cwd=REPO,
                                env={**os.environ, **tiny["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while not states() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.communicate(timeout=120)
+    try:
+        wait_for(states, process, "the run's first checkpoint")
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=HANG_GUARD)
+    finally:
+        process.kill()
     [state] = states()
     _flip(state)   # still a loadable file: torch.load reads damaged weights without a word
 

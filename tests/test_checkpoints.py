@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from helpers import offline_hub_env, padded_batch, tiny_config
+from helpers import HANG_GUARD, offline_hub_env, padded_batch, tiny_config
 from transformers import (
     AlbertConfig,
     AlbertForSequenceClassification,
@@ -181,7 +181,7 @@ def test_unreachable_hub_id_fails_with_one_sentence_naming_the_alternatives(tmp_
     # A fresh process: huggingface_hub fixes its cache path and offline mode when first imported, so setting
     # them in this (already importing) process would change nothing. The hub's address is a closed local port.
     env = {**os.environ, **offline_hub_env(tmp_path, offline=offline)}
-    done = subprocess.run([sys.executable, "-c", _RESOLVE], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _RESOLVE], capture_output=True, text=True, env=env, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     message = done.stdout.strip()
     assert message.startswith("cannot get 'google-bert/bert-base-uncased' from the Hugging Face hub"), message

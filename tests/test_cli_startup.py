@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, make_tiny_teacher, write_tiny_csv
+from helpers import HANG_GUARD, REPO, make_tiny_teacher, write_tiny_csv
 
 from compress.registry import names
 
@@ -65,6 +65,10 @@ LIGHT_REFUSALS = [["run", "pruning"], ["run", "int8+distilbert"], ["run", "disti
                   ["run", "tinybert", "--augment", "-1"], ["compare", "--methods", "int8", "--recipe", "slow"],
                   # a directory that is no run to answer with
                   ["predict", "no/such/run", "a film"], ["predict", "tests", "a film"]]
+# `compress cache`: a prune without a rule or with a value that cannot be, a clear without --yes
+LIGHT_REFUSALS += [["cache", "prune"], ["cache", "prune", "--older-than", "soon"],
+                   ["cache", "prune", "--max-size", "-3"], ["cache", "clear"]]
+HELP += [["cache", "--help"], ["cache", "prune", "--help"]]
 
 
 def _env(**more: str) -> dict[str, str]:
@@ -73,7 +77,7 @@ def _env(**more: str) -> dict[str, str]:
 
 def _probe(args: list[str]) -> tuple[dict, str]:
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO, env=_env(),
-                          timeout=300)
+                          timeout=HANG_GUARD)
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("PROBE "), done.stderr
     return json.loads(last.removeprefix("PROBE ")), done.stdout
@@ -100,7 +104,7 @@ def test_a_bad_method_pipeline_or_option_is_refused_before_any_heavy_library(arg
 @pytest.mark.parametrize("args", [[], ["data"]], ids=lambda a: " ".join(["compress", *a]))
 def test_a_group_called_without_its_command_prints_its_help_and_no_empty_error(args):
     done = subprocess.run([sys.executable, "-m", "compress", *args], capture_output=True, text=True, cwd=REPO,
-                          env=_env(), timeout=300)
+                          env=_env(), timeout=HANG_GUARD)
     assert done.returncode == 2 and "Usage:" in done.stdout
     assert done.stderr == ""   # it printed "error:  (see `compress data --help`)" after the help
 
@@ -108,7 +112,7 @@ def test_a_group_called_without_its_command_prints_its_help_and_no_empty_error(a
 def test_python_m_compress_help_imports_no_heavy_library():
     # The other way in (compress/__main__.py), read from the interpreter's own import log.
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "compress", "--help"], capture_output=True,
-                          text=True, cwd=REPO, env=_env(), timeout=300)
+                          text=True, cwd=REPO, env=_env(), timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "compress.cli.run" in imported   # the log was read: the command modules are in it
@@ -167,7 +171,7 @@ def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tiny_run, delay):
         time.sleep(delay)
         assert child.poll() is None, "the run ended before it could be interrupted"
         child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=300)
+        _, err = child.communicate(timeout=HANG_GUARD)
     finally:
         child.kill()
     lines = [line for line in err.splitlines() if line.strip()]

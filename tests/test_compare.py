@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers import chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import HANG_GUARD, chromium_page, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.bench.machine import cpu_features, half_available
 from compress.cache import verify
@@ -258,9 +259,12 @@ def test_ray_executor_trains_through_a_local_ray_instance_and_writes_the_same_ro
     out = compared["root"] / "cmp-ray"
     args = [*compared["args"], "--methods", "distilbert,distilbert+int8", "--executor", "ray", "--cpus-per-run", "1"]
     args[args.index("--out") + 1] = str(out)
-    # a cache of its own: the run store would give it the fixture's runs (the teacher is fine-tuned again, the same)
+    # a cache of its own: the run store would give it the fixture's runs (the teacher is fine-tuned again, the same);
+    # a token of its own for Ray's token authentication, which a new local instance otherwise generates and saves
+    # in the user's ~/.ray/auth_token (its session folder goes under RAY_TMPDIR, the suite's root: tests/conftest.py)
     done = run_cli(*args, env={**compared["env"], "OMP_NUM_THREADS": "2",
-                               "COMPRESS_CACHE": str(compared["root"] / "cache-ray")})
+                               "COMPRESS_CACHE": str(compared["root"] / "cache-ray"),
+                               "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Started a local Ray instance" in done.stderr and "finished distilbert+int8@13 (ray)" in done.stderr
     ours = json.loads(done.stdout)
@@ -365,7 +369,7 @@ def test_ray_executor_without_ray_is_one_line(compared, tmp_path):
     done = subprocess.run([sys.executable, "-c", script, "compare", "--teacher", str(compared["root"] / "teacher"),
                            "--dataset", str(compared["csv"]), "--methods", "int8", "--executor", "ray",
                            "--out", str(tmp_path / "never")], capture_output=True, text=True,
-                          env={**os.environ, **compared["env"]}, timeout=300)
+                          env={**os.environ, **compared["env"]}, timeout=HANG_GUARD)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == \
         "error: --executor ray needs Ray, which is not installed: pip install 'compress[ray]'."
     assert not (tmp_path / "never").exists()

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import HANG_GUARD
 
 from compress.data import SPLIT_NAMES, load_corpus, load_task, make_sop_pairs
 from compress.data.named import NAMED_DATASETS
@@ -196,7 +197,7 @@ def test_cli_data_show_json_from_the_cache(cache: Path, tmp_path: Path) -> None:
     env = pip_offline({**os.environ, "COMPRESS_CACHE": str(cache)}, tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "compress", "data", "show", "mr", "--json", "--teacher", "minilm"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True, text=True, env=env, timeout=HANG_GUARD, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
@@ -218,7 +219,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "COMPRESS_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(
         [sys.executable, "-m", "compress", "data", "show", str(tmp_path / "missing.csv")],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True, text=True, env=env, timeout=HANG_GUARD, check=False,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stdout == "" and "does not exist" in result.stderr

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import HANG_GUARD, REPO, make_tiny_teacher, run_cli, write_tiny_csv
 from safetensors.torch import load_file
 
 import compress.distributed as distributed
@@ -49,7 +49,7 @@ def test_torchrun_with_two_processes_trains_one_run_as_well_as_one_process(tmp_p
 def _torchrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     torchrun = Path(sys.executable).parent / "torchrun"
     return subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200",
+                          text=True, timeout=HANG_GUARD, env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200",
                                                        **(env or {})})
 
 
@@ -59,7 +59,7 @@ def test_two_processes_take_the_same_steps_as_one_when_nothing_random_differs(tm
     the same final weights, the same gathered dev metrics (the last batch of 5 splits 3 + 2)."""
     worker = REPO / "tests" / "workers" / "train_tiny.py"
     alone = subprocess.run([sys.executable, str(worker), str(tmp_path / "one.json")], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=HANG_GUARD)
     assert alone.returncode == 0, alone.stderr
     two = _torchrun(str(worker), str(tmp_path / "two.json"))
     assert two.returncode == 0, two.stderr[-3000:]

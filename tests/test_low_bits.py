@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from torch import nn
 
 from compress.methods.quantization import quant_format
-from compress.methods.quantization.face import with_options
+from compress.methods.quantization.options import with_options
 from compress.models.encoder import Encoder
 from compress.quantize.artefacts import gpu_unavailable, load_artefact, read_manifest, write_artefact
 from compress.quantize.sizes import stored_bytes

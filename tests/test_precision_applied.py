@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from helpers import REPO, make_tiny_teacher, padded_batch, tiny_config, write_tiny_csv
+from helpers import HANG_GUARD, REPO, make_tiny_teacher, padded_batch, tiny_config, write_tiny_csv
 from torch import nn
 
 from compress.models.encoder import Encoder
@@ -82,7 +82,7 @@ def _hooked_run(root, teacher, csv, precision: str) -> dict[str, int]:
             "--teacher-lr", "3e-3", "--teacher-batch-size", "8", "--json"]
     env = {**os.environ, "COMPRESS_CACHE": str(root / "cache"), "COLUMNS": "200"}
     done = subprocess.run([sys.executable, "-c", _HOOKED_CLI, str(record), *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=600)
+                          env=env, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     assert json.loads((root / precision / "config.json").read_text())["run"]["precision"] == precision
     return json.loads(record.read_text())

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import HANG_GUARD, make_tiny_teacher, run_cli, write_tiny_csv
 
 import compress
 from compress.data.load import load_task
@@ -134,7 +134,7 @@ def test_an_exported_folder_serves_without_compress_as_its_card_says(runs, tmp_p
     texts = tmp_path / "texts.json"
     texts.write_text(json.dumps(runs["texts"]))
     served = subprocess.run([sys.executable, "-I", "-c", CARD_RUNNER, str(out), str(texts), blocked],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+                            capture_output=True, text=True, cwd=tmp_path, timeout=HANG_GUARD)
     assert served.returncode == 0, served.stderr
     logits = np.array(json.loads(served.stdout.splitlines()[-1]))
     recorded = load_predictions(run_dir, record["predictions"])

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import padded_batch, tiny_config
+from helpers import (
+    assert_int8_logits_follow,
+    int8_logits_follow,
+    mis_scaled,
+    padded_batch,
+    padded_batches,
+    tiny_config,
+)
 
 from compress.methods.quantization import quant_format
 from compress.models.accounting import count_parameters, flops_per_sequence
@@ -149,15 +156,19 @@ def test_bad_keeps_are_refused():
 def test_pruned_shapes_export_and_quantize(method, backend, tmp_path):
     model = _model(vocab_size=2000)
     pruned = prune_model(model, _keep(model.config, (0, 2, 3)))
-    batch = padded_batch(vocab_size=2000)
-    calibration = [{k: v.numpy() for k, v in padded_batch(vocab_size=2000, seed=seed).items()} for seed in (1, 2)]
+    batch = padded_batches(vocab_size=2000, seeds=range(8))   # 24 sentences
+    calibration = [{k: v.numpy() for k, v in padded_batch(vocab_size=2000, seed=seed).items()}
+                   for seed in range(8, 16)]   # 24 others
     write_artefact(quant_format(method), backend, pruned, tmp_path, label_names=["a", "b", "c"],
                    calibration=calibration if needs_calibration(quant_format(method), backend) else None)
     predictor = load_artefact(tmp_path, threads=1)
     inputs = {k: v.numpy() for k, v in batch.items()}
     expected = TorchPredictor(pruned)(inputs)
-    tolerance = 1e-4 if method == "onnx" else 0.25 * np.abs(expected).max()
-    np.testing.assert_allclose(predictor(inputs), expected, atol=tolerance)
+    if method == "onnx":
+        np.testing.assert_allclose(predictor(inputs), expected, atol=1e-4)
+    else:
+        assert_int8_logits_follow(predictor(inputs), expected, (method, backend))
+        assert not int8_logits_follow(TorchPredictor(mis_scaled(pruned))(inputs), expected)   # nor weights 1.25x theirs
 
 
 # --- importance scores, each against an independent computation -----------------------------------

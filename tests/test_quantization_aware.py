@@ -17,7 +17,8 @@ from test_low_bits import _int4, _model
 
 from compress.methods.quantization import quant_format
 from compress.quantize.artefacts import load_artefact, write_artefact
-from compress.quantize.fake_quant import FakeQuantized, uint8_rounded
+from compress.quantize.fake_quant import FakeQuantized
+from compress.quantize.rounding import uint8_rounded
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -76,7 +77,7 @@ def test_int8_weights_are_stored_on_7_bits_where_the_cpus_int8_kernels_would_sat
 
     from compress.bench import machine as machine_info
     from compress.quantize.artefacts import read_manifest
-    from compress.quantize.onnx_backend import int8_weight_levels
+    from compress.quantize.rounding import int8_weight_levels
 
     monkeypatch.setattr(machine_info, "_cpuinfo_field", lambda name: flags if name == "flags" else None)
     monkeypatch.setattr(platform, "machine", lambda: machine)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, padded_batch, tiny_config
+from helpers import HANG_GUARD, REPO, padded_batch, tiny_config
 
 from compress.bench.machine import half_available
 from compress.errors import CompressError
@@ -294,7 +294,7 @@ def test_openvino_is_used_without_its_telemetry(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "NNCF_CI")}
     env.update(HOME=str(home), OUT=str(out), XDG_CACHE_HOME=str(tmp_path / "xdg"),
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["None", "None"]   # the variables were set for the import only
     assert not (home / "intel").exists() and (out / "model.xml").exists()

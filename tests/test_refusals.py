@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, offline_hub_env, write_tiny_csv
+from helpers import HANG_GUARD, REPO, offline_hub_env, write_tiny_csv
 
 # (command line, a phrase its one line must hold); {in} is a folder of inputs made by _inputs.
 REFUSALS: list[tuple[str, str]] = [
@@ -180,7 +180,7 @@ def _refuse(root: Path, refusals: list[tuple[str, str]], pythonpath: list[Path] 
            "PYTHONPATH": os.pathsep.join(map(str, [*pythonpath, REPO]))}
     done = subprocess.run([sys.executable, str(REPO / "tests" / "workers" / "refuse.py"), str(root / "cases.json"),
                            str(cache), hub["HF_HOME"], str(work)],
-                          capture_output=True, text=True, env=env, cwd=work, timeout=900)
+                          capture_output=True, text=True, env=env, cwd=work, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(map(str, inputs.rglob("*"))) == before   # the inputs are as they were
     return {line: result for (line, _), result in zip(refusals, json.loads(done.stdout))}

@@ -8,10 +8,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from helpers import REPO, interruptible_run, run_cli
+from helpers import HANG_GUARD, REPO, interruptible_run, run_cli, wait_for
 
 EPOCHS = 3
 
@@ -36,11 +35,12 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tiny, signu
     process = subprocess.Popen([sys.executable, "-m", "compress", *tiny["args"], "--out", str(out)], cwd=REPO,
                                env={**os.environ, **tiny["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    deadline = time.monotonic() + 300
-    while not _checkpoints(tiny) and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    process.send_signal(signum)   # the first checkpoint is the end of epoch 1 (before or after its evaluation)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        wait_for(lambda: _checkpoints(tiny), process, "the run's first checkpoint")
+        process.send_signal(signum)   # the first checkpoint is the end of epoch 1 (before or after its evaluation)
+        _, stderr = process.communicate(timeout=HANG_GUARD)
+    finally:
+        process.kill()
     assert process.returncode == (130 if signum == signal.SIGINT else -signal.SIGKILL), stderr
     assert not out.exists()       # nothing half-written in the run's place
     assert len(_checkpoints(tiny)) == 1

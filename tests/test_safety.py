@@ -12,11 +12,12 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import HANG_GUARD, REPO, make_tiny_teacher, run_cli, wait_for, write_tiny_csv
 
 from compress.errors import CompressError
 from compress.paths import atomic_dir, locked
@@ -230,12 +231,10 @@ def _start_long_run(tiny, out: Path) -> subprocess.Popen:
             "--teacher-epochs", "2", "--teacher-batch-size", "16", "--teacher-lr", "3e-3"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, **tiny["env"], "COLUMNS": "200"})
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith(f".{out.name}.tmp-") for p in out.parent.iterdir()):  # training began
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never started training"
-        time.sleep(0.1)
-    time.sleep(0.5)
+    began = wait_for(lambda: any(p.name.startswith(f".{out.name}.tmp-") for p in out.parent.iterdir()), proc,
+                     "the start of training")
+    assert began, proc.communicate()   # the run ended before it began training
+    time.sleep(0.5)   # a little way into training (a signal sooner or later is as good: this is no deadline)
     return proc
 
 
@@ -245,7 +244,7 @@ def test_a_signal_exits_with_its_code_one_line_and_no_temporary_directory(tiny, 
     out = tiny["root"] / f"signalled-{code}"
     proc = _start_long_run(tiny, out)
     proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=HANG_GUARD)
     assert proc.returncode == code
     # the run may have stored the teacher's outputs (a complete cache entry, its progress said) before the signal
     said = "\n".join(x for x in stderr.split("\r")[-1].splitlines() if not x.startswith("teacher targets ("))
@@ -280,7 +279,7 @@ def test_a_signal_that_python_swallows_is_raised_again(signum, code):
     # CI once sent SIGTERM while the import system ran a weakref callback: Python printed "Exception ignored"
     # and the run trained on. A __del__ swallows the same way, and deterministically.
     done = subprocess.run([sys.executable, "-c", _SWALLOWED, str(int(signum))], capture_output=True, text=True,
-                          cwd=REPO, timeout=60)
+                          cwd=REPO, timeout=HANG_GUARD)
     assert done.stdout.strip() == f"interrupted {code}"
     assert "Exception ignored" not in done.stderr
 
@@ -290,7 +289,7 @@ def test_a_killed_run_leaves_a_temporary_directory_that_the_next_run_removes(tin
     out = tiny["root"] / "killed"
     proc = _start_long_run(tiny, out)
     proc.kill()
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=HANG_GUARD)
     assert [n for n in _leftovers(out.parent, out.name) if ".tmp-" in n]  # SIGKILL cannot be cleaned up after
     code, stderr = _run_here(cli, tiny, "--out", str(out), "--backend", "torch", "--threads", "1")
     assert code == 0, stderr
@@ -308,7 +307,8 @@ def test_two_concurrent_runs_on_one_out_never_both_succeed(tiny):
     env = {**os.environ, **tiny["env"], "COLUMNS": "200"}
     procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
              for _ in range(2)]
-    results = [(p.wait(timeout=300), p.communicate()[1]) for p in procs]
+    stderrs = [p.communicate(timeout=HANG_GUARD)[1] for p in procs]
+    results = [(p.returncode, stderr) for p, stderr in zip(procs, stderrs)]
     assert sorted(code for code, _ in results) == [0, 2], results
     refused = next(stderr for code, stderr in results if code == 2)
     assert "is writing" in refused or "already exists" in refused
@@ -316,24 +316,26 @@ def test_two_concurrent_runs_on_one_out_never_both_succeed(tiny):
 
 
 _HOLD = """
-import sys, time
+import sys
 from compress.paths import locked
 with locked(__import__("pathlib").Path(sys.argv[1])):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.readline()   # held until told (a line, or stdin closed), or killed
 """
 
 
-def _holder(target: Path, seconds: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(target), str(seconds)], stdout=subprocess.PIPE,
-                            text=True, cwd=REPO)
+def _holder(target: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(target)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout.readline().strip() == "held"
     return proc
 
 
-def test_a_lock_held_elsewhere_fails_at_once_or_is_waited_for_and_dies_with_its_holder(tmp_path):
+def test_a_lock_held_elsewhere_fails_at_once_or_is_waited_for_and_dies_with_its_holder(tmp_path, monkeypatch):
+    import compress.paths as paths
+
     target = tmp_path / "entry"
-    holder = _holder(target, 60)
+    holder = _holder(target)
     with pytest.raises(CompressError, match=f"process {holder.pid} is writing"):
         with locked(target, wait=False):
             pass
@@ -343,12 +345,27 @@ def test_a_lock_held_elsewhere_fails_at_once_or_is_waited_for_and_dies_with_its_
         pass
     assert not (tmp_path / ".entry.lock").exists()  # whoever lets go removes the lock file
 
-    holder = _holder(target, 1.0)
-    start = time.monotonic()
-    with locked(target, wait=True):
-        waited = time.monotonic() - start
-    holder.wait()
-    assert waited > 0.3  # it waited for the holder instead of going ahead
+    holder = _holder(target)
+    waiting, released, took_it = threading.Event(), threading.Event(), []
+    said = paths.notice
+
+    def notice(message: str) -> None:
+        said(message)
+        if message.startswith("waiting for "):
+            waiting.set()
+
+    def wait_for_the_lock() -> None:
+        with locked(target, wait=True):
+            took_it.append(released.is_set())
+
+    monkeypatch.setattr(paths, "notice", notice)
+    waiter = threading.Thread(target=wait_for_the_lock)
+    waiter.start()
+    assert waiting.wait(HANG_GUARD)   # it said it waits for the holder (and then waits, however long the holder takes)
+    released.set()
+    holder.communicate("release\n", timeout=HANG_GUARD)
+    waiter.join(HANG_GUARD)
+    assert took_it == [True]  # it waited for the holder instead of going ahead
 
 
 _WRITER = """
@@ -367,7 +384,7 @@ def test_concurrent_commits_to_one_directory_all_succeed_and_leave_nothing_behin
     target = tmp_path / "shared"
     writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(target), f"w{k}", "25"], cwd=REPO)
                for k in range(3)]
-    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    assert [w.wait(timeout=HANG_GUARD) for w in writers] == [0, 0, 0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]  # no .tmp-, .old- or .lock left
     contents = {p.name: p.read_text() for p in target.iterdir()}
     assert sorted(contents) == [f"part{i}" for i in range(4)] and len(set(contents.values())) == 1

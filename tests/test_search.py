@@ -12,12 +12,21 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, assert_refused_before_work, make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+from helpers import (
+    HANG_GUARD,
+    REPO,
+    assert_refused_before_work,
+    make_tiny_teacher,
+    run_cli,
+    tiny_config,
+    wait_for,
+    write_tiny_csv,
+)
 
 from compress.data.load import load_task
 from compress.registry import Context, Details, Transform, Transformed, get_method
@@ -100,8 +109,8 @@ def test_each_step_is_timed_at_the_shape_it_is_given_after_a_vocabulary_pruned_f
     times it at the shapes the space found (it once timed it at the teacher's vocabulary, a step in the middle of a
     pipeline at one shape and the same step last at another)."""
     from compress.data.batching import tokenize_task
+    from compress.search.costs import trained_steps
     from compress.search.probe import _time_steps, training_stage
-    from compress.search.walk import trained_steps
     from compress.teachers.registry import load_tokenizer, teacher_config
 
     teacher = teacher_config(str(tiny["teacher"])).replace(num_labels=2)
@@ -178,7 +187,7 @@ def test_a_toy_methods_declared_range_is_searched(tiny, tmp_path, monkeypatch):
     assert set(by_text) == {"toy-scale", "toy-scale[factor=2]", "toy-scale[factor=3]"}
     assert record.status == "complete" and record.chosen == "toy-scale"   # one structure: the shortest text first
     assert by_text["toy-scale"].order == 1 and by_text["toy-scale"].fidelity == "final"
-    assert by_text["toy-scale"].dev_retention == 1.0   # it changes nothing
+    assert by_text["toy-scale"].held_out_retention == 1.0   # it changes nothing
     assert json.loads((Path(record.chosen_run) / "metrics.json").read_text())["details"]["factor"] == 1
 
 
@@ -316,12 +325,9 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **tiny["env"]})
     first = out / "runs" / "seed-13" / "distilbert" / ".compress.json"
     try:
-        for _ in range(1200):
-            if first.is_file() or process.poll() is not None:
-                break
-            time.sleep(0.1)
+        wait_for(first.is_file, process, "the search's first complete run")
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = process.communicate(timeout=HANG_GUARD)
     finally:
         process.kill()
     assert process.returncode == 130, stderr
@@ -332,7 +338,7 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
     assert done.returncode == 0, done.stderr
     record = json.loads((out / "search.json").read_text())
     assert record["status"] == "complete" and record["chosen"]
-    assert record["teacher_dev_accuracy"] >= 0.8   # a teacher that learned the task: retention means something
+    assert record["teacher_held_out_accuracy"] >= 0.8   # a teacher that learned the task: retention means something
     # it selected on training sentences held out (twice dev), not on dev, and said first how finely they resolve
     task = load_task(str(tiny["csv"]))
     held_out = 2 * len(task.splits["dev"])
@@ -372,7 +378,7 @@ def test_the_cli_searches_resumes_after_an_interrupt_and_reuses_what_it_trained(
 
 
 def test_the_speed_fit_orders_untimed_structures_by_flops():
-    from compress.search.walk import SpeedFit
+    from compress.search.probe import SpeedFit
 
     fit = SpeedFit()
     fit.add("int8", 1e8, 1.0)
@@ -413,8 +419,9 @@ def test_speed_probes_stop_at_their_share_of_the_budget_and_say_so_once():
     (a 45-minute search once spent all of it probing); past it, it says so once, in a line and in the record."""
     from types import SimpleNamespace
 
+    from compress.search.clock import Clock
     from compress.search.ledger import SearchRecord
-    from compress.search.walk import PROBE_SHARE, Clock, Walk
+    from compress.search.walk import PROBE_SHARE, Walk
 
     walk = Walk.__new__(Walk)
     said: list[str] = []
@@ -428,7 +435,7 @@ def test_speed_probes_stop_at_their_share_of_the_budget_and_say_so_once():
     assert len(said) == 1 and "10% of the budget" in said[0] and len(walk.record.notes) == 1
 
 
-def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mean():
+def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_held_out_mean():
     """A candidate kept because its interval reaches the bar, its mean below it, does not end the walk; the finals
     take those that met the bar on the mean first, then the best of the others."""
     from types import SimpleNamespace
@@ -439,7 +446,8 @@ def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_dev_mea
     walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size")
 
     def kept(text: str, size: int, retention: float) -> State:
-        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, dev_retention=retention), "torch")
+        record = SimpleNamespace(size_bytes=size, held_out_retention=retention)
+        return State(SimpleNamespace(text=text), record, "torch")
 
     small, smaller, larger = kept("a", 3, 0.955), kept("b", 2, 0.962), kept("c", 9, 0.975)
     walk.kept = [small, smaller]
@@ -469,7 +477,7 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     assert walk.next_position(order(1, 2, 4, 8, 16, 32, 64)) == 0
     walk.floor = (1.0, "a")                                        # 1 missed: sqrt(1 x 64) = 8
     assert walk.next_position(order(2, 4, 8, 16, 32, 64, float("inf"))) == 2
-    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, dev_retention=0.975), "torch")]
+    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, held_out_retention=0.975), "torch")]
     assert walk.next_position(order(2, 3, 4, 7, 32, 64)) == 2     # 16 met: sqrt(1 x 16) = 4
     walk.floor = (4.0, "b")                                        # 4 missed too: sqrt(4 x 16) = 8, 7 nearest
     assert walk.next_position(order(2, 3, 7, 32, 64)) == 2
@@ -481,8 +489,40 @@ def test_after_a_miss_the_walk_bisects_between_what_missed_and_what_met():
     walk.kept, walk.floor, walk.cheap_left = [], (1.0, "a"), True
     walk.trains_nothing = lambda index: index in (0, 4, 5)   # 0.5 lies below the miss
     assert walk.next_position(order(0.5, 3, 4, 8, 16, 32, 64)) == 4
-    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, dev_retention=0.975), "torch")]
+    walk.kept = [State(SimpleNamespace(text="m"), SimpleNamespace(size_bytes=16, held_out_retention=0.975), "torch")]
     assert walk.next_position(order(0.5, 3, 4, 8, 32, 64)) == 2   # one has met: bisect again, sqrt(1 x 16) = 4
+
+
+def test_the_ledger_reads_a_search_written_when_its_held_out_numbers_were_named_dev(tmp_path):
+    """search.json names the numbers a search selects on after the sentences they are on (held_out_*); a search
+    written before (schema 1: dev_*, teacher_dev_accuracy, whichever sentences it selected on) still reads, and is
+    written back under the new names."""
+    from compress.search.ledger import SEARCH_SCHEMA, read_record, write_record
+
+    old = {"schema_version": 1, "created": "2026-11-28T10:00:00+00:00", "command": None, "teacher": "minilm",
+           "dataset": "mr", "minimize": "size", "min_retention": 0.97, "budget_s": 5400.0, "seeds": [13, 14, 15],
+           "space": {}, "cpu": "AMD EPYC", "threads": 2, "seq_len": 64, "teacher_dev_accuracy": 0.84, "bar": 0.8148,
+           "selection": "held-out", "status": "complete",
+           "candidates": [{"text": "int8", "params": 22, "size_bytes": 23, "flops": 24, "trains": False,
+                           "fidelity": "final", "status": "chosen", "dev_accuracy": 0.83, "dev_retention": 0.988,
+                           "dev_interval": [0.975, 1.001]}],
+           "finals": [{"text": "int8", "role": "chosen", "accuracy": 0.82, "accuracy_interval": [0.8, 0.84],
+                       "retention": 0.99, "retention_interval": [0.98, 1.0], "speedup": 2.0, "speedup_iqr": [1.9, 2.1],
+                       "throughput_speedup": 1.5, "size_bytes": 23, "params": 22, "latency_ms": 3.0,
+                       "run_dir": "runs/seed-13/int8", "dev_retention": 0.987,
+                       "dev_retention_interval": [0.98, 0.995]}]}
+    (tmp_path / "search.json").write_text(json.dumps(old))
+    record = read_record(tmp_path)
+    assert record.teacher_held_out_accuracy == 0.84
+    [candidate], [final] = record.candidates, record.finals
+    assert (candidate.held_out_accuracy, candidate.held_out_retention, candidate.held_out_interval) == \
+        (0.83, 0.988, [0.975, 1.001])
+    assert (final.held_out_retention, final.held_out_retention_interval) == (0.987, [0.98, 0.995])
+    written = json.loads(write_record(record, tmp_path).read_text())
+    assert written["schema_version"] == SEARCH_SCHEMA == 2 and written["teacher_held_out_accuracy"] == 0.84
+    assert written["candidates"][0]["held_out_retention"] == 0.988 and "dev_retention" not in written["candidates"][0]
+    assert written["finals"][0]["held_out_retention_interval"] == [0.98, 0.995]
+    assert "teacher_dev_accuracy" not in written and read_record(tmp_path).candidates[0] == candidate
 
 
 def test_the_finals_reserve_counts_a_run_the_reference_shares_with_a_candidate_once():
@@ -491,29 +531,32 @@ def test_the_finals_reserve_counts_a_run_the_reference_shares_with_a_candidate_o
     which left the first 90-minute size search unable to afford any distilbert student after 40 minutes."""
     from types import SimpleNamespace
 
+    from compress.search.costs import RunCosts
     from compress.search.walk import State, Walk
 
     cost = {"distilbert": 600.0, "prune": 120.0, "prune-vocab": 30.0, "int4": 20.0, "int8": 10.0}
     walk = Walk.__new__(Walk)
     walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size", seeds=[13, 14, 15],
                                   against="distilbert+prune+int8")
-    walk.complete, walk.kept = {("distilbert", 13)}, []
-    walk.made = lambda step: (step.planned.name, step.seed) in walk.complete
-    walk.step_costs = lambda candidate: [cost[m] for m in (step.split("[")[0] for step in candidate.text.split("+"))]
+    walk.kept = []
+    reserve = RunCosts.__new__(RunCosts)
+    reserve.complete = {("distilbert", 13)}
+    reserve.made = lambda step: (step.planned.name, step.seed) in reserve.complete
+    reserve.step_costs = lambda candidate: [cost[m] for m in (step.split("[")[0] for step in candidate.text.split("+"))]
 
     def state(text: str, size: int) -> State:
-        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, dev_retention=None), "torch")
+        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, held_out_retention=None), "torch")
 
     candidate, reference = state("distilbert+prune+prune-vocab+int4", 5), state("distilbert+prune+int8", 15)
     walk.states = [candidate, reference]
     first = ([candidate.candidate], [13])
-    assert walk.missing(first) == 120 + 30 + 20                        # distilbert@13 is made already
+    assert reserve.missing(first) == 120 + 30 + 20                     # distilbert@13 is made already
     runs = walk.finals_runs(candidate)
     assert runs == [([candidate.candidate], [14, 15]), ([reference.candidate], [13, 14, 15])]
     # seeds 14 and 15 of the candidate's four steps, then the reference's int8 on each seed: its distilbert and
     # prune are the candidate's
-    assert walk.missing(first, *runs) - walk.missing(first) == 2 * (600 + 120 + 30 + 20) + 3 * 10
-    assert walk.missing(*runs) < walk.missing(runs[0]) + walk.missing(runs[1])
+    assert reserve.missing(first, *runs) - reserve.missing(first) == 2 * (600 + 120 + 30 + 20) + 3 * 10
+    assert reserve.missing(*runs) < reserve.missing(runs[0]) + reserve.missing(runs[1])
 
 
 def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path, monkeypatch):
@@ -674,19 +717,24 @@ def ray_cluster(monkeypatch):
     common = ["--num-cpus=1", "--disable-usage-stats"]
     try:
         subprocess.run([str(ray), "start", "--head", f"--port={port}", "--include-dashboard=false",
-                        f"--temp-dir={root}", *common], check=True, capture_output=True, timeout=300)
+                        f"--temp-dir={root}", *common], check=True, capture_output=True, timeout=HANG_GUARD)
         subprocess.run([str(ray), "start", f"--address=127.0.0.1:{port}", *common], check=True,
-                       capture_output=True, timeout=300)
+                       capture_output=True, timeout=HANG_GUARD)
         yield f"127.0.0.1:{port}"
     finally:
-        for signal_number in (signal.SIGTERM, signal.SIGKILL):
-            for pid in _cluster_processes(token, root):
+        def signal_all(signal_number: int) -> list[int]:
+            found = _cluster_processes(token, root)
+            for pid in found:
                 try:
                     os.kill(pid, signal_number)
                 except ProcessLookupError:
                     pass
-            time.sleep(2)
-        assert not _cluster_processes(token, root)
+            return found
+
+        signal_all(signal.SIGTERM)
+        time.sleep(2)   # a grace period to end cleanly, not a deadline: whatever is left is killed next
+        # killed again until none is left (a process Ray started meanwhile included): the cluster has ended
+        wait_for(lambda: not signal_all(signal.SIGKILL), what="the end of the test's Ray cluster", poll=0.2)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -708,3 +756,30 @@ def test_a_search_trains_its_candidates_and_finals_as_tasks_on_a_two_node_ray_cl
     for name in {*trained, record["chosen"]}:              # every run it made finished as a task
         assert f"finished {name}@13 (ray)" in done.stderr
     assert f"finished {record['chosen']}@14 (ray)" in done.stderr
+
+
+def test_a_search_resumed_with_another_recipe_starts_its_ledger_afresh(tmp_path):
+    """The recipe is part of the question: a search interrupted under --recipe fast and run again with --recipe
+    default keeps none of the candidates' evidence (their runs trained otherwise); under the same recipe it does."""
+    from compress.search.ledger import CandidateRecord, read_record, write_record
+    from compress.search.search import SearchConfig, _record
+    from compress.search.space import Space
+    from compress.task_metrics import resolve_metric
+
+    metric = resolve_metric("accuracy", regression=False, classes=2)
+    space = Space(values={})
+    config = SearchConfig(recipe="fast")
+    first = _record(config, space, 2, 64, None, metric)
+    assert first.recipe == "fast"
+    first.status, first.spent_s = "interrupted", 60.0
+    first.candidates = [CandidateRecord(text="int8", params=1, size_bytes=2, flops=3, trains=False)]
+    write_record(first, tmp_path)
+    previous = read_record(tmp_path)
+    assert previous.recipe == "fast"
+    again = _record(config, space, 2, 64, previous, metric)
+    assert [c.text for c in again.candidates] == ["int8"] and again.spent_s == 60.0
+    other = _record(replace(config, recipe="default"), space, 2, 64, previous, metric)
+    assert other.candidates == [] and other.spent_s == 0.0 and other.recipe == "default"
+    from compress.search.report import render_markdown
+
+    assert "every candidate and final trained with the default recipe" in render_markdown(other)

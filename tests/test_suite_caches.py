@@ -7,7 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from helpers import HANG_GUARD
 
 from compress.paths import cache_dir
 
@@ -20,6 +23,18 @@ def test_every_cache_points_into_the_suites_own_root():
         assert Path(os.environ[variable]).is_relative_to(root), variable
     assert cache_dir().is_relative_to(root)
     assert not root.is_relative_to(Path.home() / ".cache")
+
+
+def test_temporary_files_go_into_the_suites_own_root():
+    """The system's temporary folder is the root's, for this process and those the tests start (torchrun's logs, a
+    local Ray instance's session folder, a library's scratch directories); pytest's tmp_path stays pytest's."""
+    root = Path(os.environ["COMPRESS_TESTS_CACHE_ROOT"])
+    assert Path(os.environ["TMPDIR"]).is_relative_to(root)
+    assert Path(os.environ["RAY_TMPDIR"]) == root   # Ray reads it before TMPDIR: its sessions go to root/ray
+    assert Path(tempfile.gettempdir()).is_relative_to(root)
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"], capture_output=True,
+                           text=True, timeout=HANG_GUARD)
+    assert Path(child.stdout.strip()).is_relative_to(root), child.stderr
 
 
 def _inner_suite(tmp_path: Path, test_body: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -38,7 +53,7 @@ def _inner_suite(tmp_path: Path, test_body: str) -> tuple[subprocess.CompletedPr
             "XDG_CACHE_HOME", "PIP_CACHE_DIR", "MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR")
     env = {k: v for k, v in os.environ.items() if k not in ours} | {"HOME": str(home)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           str(suite)], capture_output=True, text=True, env=env, cwd=suite, timeout=120)
+                           str(suite)], capture_output=True, text=True, env=env, cwd=suite, timeout=HANG_GUARD)
     return done, home / ".cache" / "compress"
 
 

@@ -132,10 +132,10 @@ def test_a_method_declared_in_one_place_gets_a_complete_run(tiny, tmp_path, monk
 
 def test_the_guides_python_example_runs_as_written():
     """The guide's example of the verb from Python, run in a fresh interpreter as a user would paste it."""
-    from helpers import REPO
+    from helpers import HANG_GUARD, REPO
 
     text = (REPO / "docs" / "guide.md").read_text()
     block = text.split("<!-- python: apply -->\n```python\n", 1)[1].split("```", 1)[0]
-    done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=REPO, timeout=600)
+    done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["12793", "12793", "12793"]   # the count explain prune-vocab records for MR

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO, make_tiny_teacher, run_cli, write_tiny_csv
+from helpers import HANG_GUARD, REPO, make_tiny_teacher, run_cli, write_tiny_csv
 
 from compress.registry import get_method
 from compress.registry.pipeline import parse
@@ -86,7 +86,7 @@ def test_tutorial_commands_run_as_written(tmp_path):
             done = run_cli(*argv[1:], env=env, cwd=work)
         elif argv[0] == "python":
             script = [sys.executable, str(REPO / argv[1]), *argv[2:]]
-            done = subprocess.run(script, capture_output=True, text=True, cwd=work, timeout=600,
+            done = subprocess.run(script, capture_output=True, text=True, cwd=work, timeout=HANG_GUARD,
                                   env={**os.environ, **env})
         else:
             pytest.fail(f"the tutorial runs {argv[0]!r}; only compress and python commands are checked")
