@@ -57,7 +57,9 @@ def _suite_environment(root: Path) -> dict[str, str]:
             "HF_HOME": str(root / "huggingface"), "HF_HUB_CACHE": str(root / "huggingface" / "hub"),
             "HF_DATASETS_CACHE": str(root / "huggingface" / "datasets"), "PIP_CACHE_DIR": str(root / "pip"),
             "MPLCONFIGDIR": str(root / "matplotlib"), "TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor"),
-            "TMPDIR": str(root / "tmp"), "RAY_TMPDIR": str(root)}
+            "TMPDIR": str(root / "tmp"), "RAY_TMPDIR": str(root),
+            # what libraries write in the home folder (OpenVINO's telemetry id in ~/intel, Ray's ~/.ray) stays here too
+            "HOME": str(root / "home")}
 
 
 _made_here = _ROOT not in os.environ
@@ -67,6 +69,7 @@ if _made_here:
     os.environ[_ROOT] = tempfile.mkdtemp(prefix="compress-tests-")
 os.environ.update(_suite_environment(Path(os.environ[_ROOT])))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)   # tempfile passes over a TMPDIR that does not exist
+os.makedirs(os.environ["HOME"], exist_ok=True)
 # One thread per process unless a test asks for more: `make test` already runs one worker per CPU, and two workers
 # whose torch each spins two OpenMP threads on two cores ran five times slower than with one each (two concurrent
 # `compress pretrain` of the tiny teacher: 51 s against 10 s). Speed measurements fix their own counts (--threads).

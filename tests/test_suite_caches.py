@@ -31,6 +31,7 @@ def test_temporary_files_go_into_the_suites_own_root():
     root = Path(os.environ["COMPRESS_TESTS_CACHE_ROOT"])
     assert Path(os.environ["TMPDIR"]).is_relative_to(root)
     assert Path(os.environ["RAY_TMPDIR"]) == root   # Ray reads it before TMPDIR: its sessions go to root/ray
+    assert Path.home().is_relative_to(root)   # what a library writes in ~ (OpenVINO's ~/intel) stays in the root
     assert Path(tempfile.gettempdir()).is_relative_to(root)
     child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"], capture_output=True,
                            text=True, timeout=HANG_GUARD)
@@ -66,7 +67,9 @@ def test_a_run_that_writes_only_its_own_cache_passes_and_removes_it(tmp_path: Pa
 
 
 def test_a_run_that_writes_the_users_cache_fails(tmp_path: Path):
-    done, users = _inner_suite(tmp_path, "    (Path.home() / '.cache' / 'compress' / 'kept.txt').write_text('x')\n")
+    # the user's home by its path: the suite points HOME at a folder of its own, so Path.home() is not the user's
+    users_file = tmp_path / "home" / ".cache" / "compress" / "kept.txt"
+    done, users = _inner_suite(tmp_path, f"    Path({str(users_file)!r}).write_text('x')\n")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert f"the test suite changed the user's cache: compress ({users})" in done.stdout
