@@ -101,12 +101,12 @@ def time_steps(step: Callable[[str, Any], None], batches: Sequence[Any], device:
     return {p: statistics.median(t) for p, t in times.items()}
 
 
-def _entry(key: dict[str, Any]) -> Path:
+def _entry(key: dict[str, str | int]) -> Path:
     name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     return cache_dir() / "step-precision" / f"{name}.json"
 
 
-def _load(path: Path, key: dict[str, Any], precisions: tuple[str, ...]) -> Choice | None:
+def _load(path: Path, key: dict[str, str | int], precisions: tuple[str, ...]) -> Choice | None:
     """The choice stored for ``key``, or None when there is none or it is not one we wrote for this key (timed in
     ``precisions``)."""
     try:
@@ -121,7 +121,7 @@ def _load(path: Path, key: dict[str, Any], precisions: tuple[str, ...]) -> Choic
 
 
 def choose_precision(step: Callable[[str, Any], None], batches: Sequence[Any], device: torch.device,
-                     key: dict[str, Any]) -> Choice:
+                     key: dict[str, str | int]) -> Choice:
     """The precision a stage trains in under ``auto``: read from the cache for ``key`` (what the stage's step
     time depends on; the device, torch and threads are added here), else timed with :func:`time_steps` and
     stored. Every rank of a data-parallel run takes the same choice: rank 0 reads the cache, and

@@ -78,6 +78,27 @@ class TrainConfig:
         check_schedule(self.warmup_ratio, self.decay)
 
 
+class TrainConfigData(TypedDict, total=False):
+    """A :class:`TrainConfig` as ``asdict`` (in a record, or the settings a fingerprint holds, which leave out the
+    fields added later at the value that means what was done before them: precision, stop_below, gain_per_epoch)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    warmup_ratio: float
+    decay: str
+    max_grad_norm: float
+    seed: int
+    patience: int | None
+    eval_batch_size: int
+    metric: str
+    layer_decay: float
+    precision: str
+    stop_below: float | None
+    gain_per_epoch: float
+
+
 DECAYS = ("linear", "cosine", "constant")
 
 
@@ -100,6 +121,14 @@ class FinetuneConfig:
 
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=1e-4, batch_size=32, layer_decay=0.8))
     max_length: int | None = None     # None: the 99th percentile of train lengths, capped
+
+
+class FinetuneConfigData(TypedDict):
+    """A :class:`FinetuneConfig` as ``asdict``: a fine-tuned teacher's record.json ``config``, a run's
+    config.json ``run.teacher_finetune``."""
+
+    train: TrainConfigData
+    max_length: int | None
 
 
 class StageRecord(TypedDict, total=False):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -69,9 +69,9 @@ def _method_parameters(taken: set[str]) -> list[inspect.Parameter]:
     return params
 
 
-def given_options(flags: dict[str, Any], set_: list[str] | None) -> dict[str, Any]:
+def given_options(flags: Mapping[str, object], set_: list[str] | None) -> dict[str, object]:
     """The method options given on the command line: the flags that were used, then ``--set KEY=VALUE``."""
-    options: dict[str, Any] = {}
+    options: dict[str, object] = {}
     for name, (_, kind, default, _) in method_flags().items():
         value = flags.get(name)
         if kind is bool and value:

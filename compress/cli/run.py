@@ -6,7 +6,7 @@ options dataclasses (see :mod:`compress.registry`); ``--set KEY=VALUE`` reaches 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -34,6 +34,9 @@ from compress.registry import get_method, names
 from compress.reports.records import RunRecord, score_text
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_EVERY, DEFAULT_SEED
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 
 def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, text_pair_column: str | None,
@@ -76,7 +79,7 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         _summary(r.record, r.directory)
 
 
-def _printed(result) -> dict[str, Any]:
+def _printed(result) -> JSONObject:
     printed = {**result.record.to_dict(), "directory": str(result.directory)}
     if result.chained:
         printed["chained"] = _printed(result.chained)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from compress.data.hub import PREFIX as HUB_PREFIX
 from compress.data.hub import load_hub, parse_hub_spec
@@ -31,7 +31,18 @@ class NamesDataset(Protocol):
     dedupe: bool
 
 
-def dataset_args(config: NamesDataset) -> dict[str, Any]:
+class DatasetArgs(TypedDict):
+    """The keyword arguments :func:`load_task` and :func:`check_dataset` take (:func:`dataset_args`)."""
+
+    name_or_path: str
+    text_column: str | None
+    text_pair_column: str | None
+    label_column: str | None
+    dedupe: bool
+    task: str
+
+
+def dataset_args(config: NamesDataset) -> DatasetArgs:
     """What :func:`load_task` and :func:`check_dataset` take from ``config``."""
     return {"name_or_path": config.dataset, "text_column": config.text_column,
             "text_pair_column": config.text_pair_column, "label_column": config.label_column,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from compress.errors import CompressError
 from compress.inference.export_plan import ExportPlan, plan_export
@@ -35,7 +35,25 @@ def check_out(out: Path) -> None:
             raise CompressError(f"--out {out} exists and {why}; give a new directory, or one compress exported to.")
 
 
-def serving_config(plan: ExportPlan, model_file: str) -> dict[str, Any]:
+class ServingConfig(TypedDict):
+    """config.json of an onnx or openvino folder (see :func:`serving_config`)."""
+
+    format: str
+    runtime: str
+    model: str
+    dtype: str
+    task: str
+    labels: list[str]
+    text_pairs: bool
+    max_length: int
+    inputs: list[str]
+    output: str
+    preprocessing: str
+    postprocessing: str
+    pad_token_id: int
+
+
+def serving_config(plan: ExportPlan, model_file: str) -> ServingConfig:
     """config.json of an onnx or openvino folder: what a server needs around the model."""
     regression = (plan.record.student.config or {}).get("num_labels") == 1
     return {"format": EXPORT_FORMAT, "runtime": "onnxruntime" if plan.format == "onnx" else "openvino",

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -26,6 +26,18 @@ from compress.reports.records import RunRecord, SavedConfig, read_run_record
 
 STUDENT_DIR, ARTEFACT_DIR = "student", "model"
 PROGRESS_MIN_TEXTS = 1000    # fewer texts than this are answered without a progress bar
+
+
+class AnswerData(TypedDict, total=False):
+    """:meth:`Answer.to_dict`, what `compress predict --json` prints: a class's ``label``, ``score`` and
+    ``probabilities``, or a regression's ``value``; ``text_pair`` for a pair."""
+
+    text: str
+    text_pair: str
+    label: str
+    score: float
+    probabilities: dict[str, float] | None
+    value: float
 
 
 @dataclass(frozen=True)
@@ -38,8 +50,8 @@ class Answer:
     score: float                               # that class's probability; a regression's value
     probabilities: dict[str, float] | None     # every class's; None for a regression
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"text": self.text}
+    def to_dict(self) -> AnswerData:
+        data: AnswerData = {"text": self.text}
         if self.text_pair is not None:
             data["text_pair"] = self.text_pair
         if self.label is None:
@@ -182,7 +194,7 @@ class LoadedRun:
                        {name: float(q) for name, q in zip(names, row, strict=True)})
                 for t, p, row in zip(texts, pairs, probabilities, strict=True)]
 
-    def __call__(self, texts: str | Sequence[str], **options: Any) -> list[dict[str, Any]]:
+    def __call__(self, texts: str | Sequence[str], **options: Any) -> list[dict[str, str | float]]:
         """As a ``transformers`` text-classification pipeline answers: ``[{"label": ..., "score": ...}]`` (a
         regression's ``{"value": ...}``), one per text; one text may be given as a string."""
         answers = self.predict([texts] if isinstance(texts, str) else texts, **options)

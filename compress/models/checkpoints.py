@@ -20,7 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -37,6 +37,9 @@ from compress.models.hf_convert import (
     to_hf_state_dict,
 )
 from compress.paths import as_ordinary_file, atomic_dir
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 COMPRESS_CONFIG = "compress_config.json"
 FORMAT_VERSION = 1
@@ -153,7 +156,7 @@ def is_checkpoint_dir(path: Path) -> bool:
     return path.is_dir() and ((path / "config.json").is_file() or (path / COMPRESS_CONFIG).is_file())
 
 
-def _metadata(directory: Path) -> tuple[dict[str, Any], str]:
+def _metadata(directory: Path) -> tuple[JSONObject, str]:
     """The config file's contents of a checkpoint directory and its format (compress, bert, albert)."""
     ours = directory / COMPRESS_CONFIG
     path = ours if ours.is_file() else directory / "config.json"
@@ -168,7 +171,7 @@ def _metadata(directory: Path) -> tuple[dict[str, Any], str]:
     return meta, "compress" if path == ours else meta.get("model_type", "")
 
 
-def _config(meta: dict[str, Any], source: str, num_labels: int | None) -> EncoderConfig:
+def _config(meta: JSONObject, source: str, num_labels: int | None) -> EncoderConfig:
     if source != "compress":
         return config_from_hf(meta, num_labels)
     config = EncoderConfig.from_dict(meta["encoder"])

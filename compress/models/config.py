@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 SHARING_MODES: tuple[str, ...] = ("none", "all", "attention", "ffn")
 ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_new", "relu")
@@ -18,6 +19,38 @@ INPUT_NAMES: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 # it) reads as it did before they existed.
 _OMITTED_WHEN_UNSET = {"attention_ranks": None, "ffn_ranks": None, "word_rank": 0, "delta_rank": 0,
                        "own_norms": False}
+
+
+class EncoderConfigData(TypedDict, total=False):
+    """:meth:`EncoderConfig.to_dict`: every field as a JSON value (a tuple is a list once read back); the low-rank
+    and relaxed-sharing fields only when set. What records keep of a model's shape (a run's student, a transform's
+    source)."""
+
+    vocab_size: int
+    embedding_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    ffn_size: int
+    max_positions: int
+    type_vocab_size: int
+    sharing: str
+    groups: int
+    hidden_dropout: float
+    attention_dropout: float
+    classifier_dropout: float
+    layer_norm_eps: float
+    activation: str
+    initializer_range: float
+    num_labels: int
+    pad_token_id: int
+    heads: Sequence[int] | None
+    ffn_sizes: Sequence[int] | None
+    attention_ranks: Sequence[Sequence[int]] | None
+    ffn_ranks: Sequence[Sequence[int]] | None
+    word_rank: int
+    delta_rank: int
+    own_norms: bool
 
 
 @dataclass(frozen=True)
@@ -250,16 +283,18 @@ class EncoderConfig:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EncoderConfigData:
         """The fields as JSON values; the low-rank and relaxed-sharing ones only when set (``_OMITTED_WHEN_UNSET``)."""
-        data = dataclasses.asdict(self)
+        data: EncoderConfigData = dataclasses.asdict(self)  # type: ignore[assignment]
         for name, unset in _OMITTED_WHEN_UNSET.items():
             if data[name] == unset:
                 del data[name]
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:
+    def from_dict(cls, data: Mapping[str, object]) -> EncoderConfig:
+        """The config ``data`` describes (a :meth:`to_dict`, or a JSON object read from a file); unknown fields are an
+        error, and the values are checked as any config's are."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

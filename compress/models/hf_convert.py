@@ -6,12 +6,15 @@ so loading and exporting cannot drift apart. File and hub access live in ``check
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from compress.errors import CompressError
 from compress.models.config import ACTIVATIONS, EncoderConfig
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 _EMBEDDINGS = {
     "embeddings.word_embeddings": "embeddings.word_embeddings",
@@ -87,7 +90,7 @@ def normalize_hf_keys(state_dict: dict[str, torch.Tensor], model_type: str) -> d
     return out
 
 
-def config_from_hf(hf: dict[str, Any], num_labels: int | None = None) -> EncoderConfig:
+def config_from_hf(hf: JSONObject, num_labels: int | None = None) -> EncoderConfig:
     """An :class:`EncoderConfig` from a transformers ``config.json`` dict of a BERT or ALBERT model."""
     model_type = hf.get("model_type")
     if model_type not in ("bert", "albert"):
@@ -123,7 +126,7 @@ def config_from_hf(hf: dict[str, Any], num_labels: int | None = None) -> Encoder
     )
 
 
-def hf_config(config: EncoderConfig, label_names: list[str] | None = None) -> dict[str, Any]:
+def hf_config(config: EncoderConfig, label_names: list[str] | None = None) -> JSONObject:
     """The transformers config dict for exporting ``config`` (BERT or ALBERT layout)."""
     from transformers import AlbertConfig, BertConfig
 

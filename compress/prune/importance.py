@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from compress.distill.losses import hard_ce
 from compress.models.encoder import Encoder, Gates
 from compress.training import Batch, model_inputs, to_device
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 TARGETS = ("labels", "predictions")
 
@@ -42,7 +45,7 @@ class Importance:
     examples: int
     target: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 

@@ -15,14 +15,14 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from compress.bench.measurement import Predictor
 from compress.device import fp8_unavailable
 from compress.errors import CompressError
-from compress.models.config import EncoderConfig
+from compress.models.config import EncoderConfig, EncoderConfigData
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, openvino_backend, torch_backend
@@ -168,7 +168,27 @@ def _group_size(method: QuantMethod) -> int:
     return method.group_size
 
 
-def read_manifest(directory: Path) -> dict[str, Any]:
+class ArtefactManifest(TypedDict, total=False):
+    """quantized.json, what :func:`write_artefact` writes beside the weights: the format and its version, how the
+    model was quantized and run, the weights' file, the encoder's shape and the label names; ``group_size``,
+    ``int4_share`` and ``bits`` (each matrix's :class:`~compress.quantize.formats.MatrixBits` as a dict) where the
+    method has them, ``int8_weight_levels`` for ONNX Runtime's int8."""
+
+    format: str
+    version: int
+    method: str
+    backend: str
+    dtype: str
+    weights: str
+    group_size: int
+    int4_share: float
+    bits: list[dict[str, str | int | float]]
+    int8_weight_levels: int
+    encoder: EncoderConfigData
+    label_names: list[str] | None
+
+
+def read_manifest(directory: Path) -> ArtefactManifest:
     try:
         manifest = json.loads((Path(directory) / MANIFEST).read_text())
     except (OSError, ValueError):

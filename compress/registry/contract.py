@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from compress.data.batching import TokenizedTask
     from compress.data.task import TaskData
     from compress.distill.recipe import RecipeData
+    from compress.jsontypes import JSONObject
     from compress.predictions import Predictions
 
 
@@ -33,11 +34,11 @@ class Details:
 
     SCHEMA: ClassVar[int] = 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"schema_version": self.SCHEMA, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Details:
+    def from_dict(cls, data: JSONObject) -> Details:
         return build(cls, data)
 
     @property

@@ -16,7 +16,7 @@ import importlib
 import pkgutil
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,9 @@ WHY_KEYS = ("params", "flops", "flops_share", "size", "against")
 # The runs and reports above this package call a method's hooks with their own types, which the hooks' annotations
 # here leave as Any rather than import (those packages import the registry): ``record`` is a finished run's
 # compress.reports.records.RunRecord, ``config`` a run's compress.runs.config.RunConfig, and ``explain`` gives a
-# compress.reports.footprint.Explanation (a JSON-ready dict).
+# compress.reports.footprint.Explanation (a JSON-ready dict, named here only as a mapping). Option values, given
+# (a flag's value, the text of --set or of a pipeline's brackets) or converted to their fields' types, are ``object``
+# here: each method's options are of its own types.
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class Method:
     summary: str
     options: type
     why: str
-    explain: Callable[[str, EncoderConfig, int, Any], dict[str, Any]]   # an Explanation
+    explain: Callable[[str, EncoderConfig, int, Any], Mapping[str, object]]   # an Explanation
     topic: str = ""
     in_compare: Callable[[], bool] = lambda: True
     searched_for: tuple[str, ...] = ()
@@ -114,7 +116,7 @@ class Method:
         return self.why.format(params=ratios["params"], flops=ratios["flops"], flops_share=1 / ratios["flops"],
                                size=ratios["size_bytes"], against=against)
 
-    def option_values(self, values: dict[str, Any]) -> dict[str, Any]:
+    def option_values(self, values: Mapping[str, object]) -> dict[str, object]:
         """``values`` converted to the options' field types (strings from --set or a pipeline); options
         the method does not take are an error."""
         known = option_fields(self.options)
@@ -124,11 +126,11 @@ class Method:
             raise CompressError(f"{flags} do(es) not apply to {self.name}; it takes {', '.join(sorted(known))}.")
         return {k: convert(self.options, k, v) for k, v in values.items()}
 
-    def make_options(self, values: dict[str, Any]) -> Any:
+    def make_options(self, values: Mapping[str, object]) -> Any:
         """The options dataclass from ``values`` (see :meth:`option_values`)."""
         return self.options(**self.option_values(values))
 
-    def as_recorded(self, values: dict[str, Any]) -> dict[str, Any]:
+    def as_recorded(self, values: Mapping[str, object]) -> dict[str, object]:
         """Every option of ``values`` (a run's resolved options) but those added after runs were recorded (metadata
         ``added_later``) at their default: how those runs ran, so their records and store keys still match."""
         known = option_fields(self.options)
@@ -199,7 +201,7 @@ class Transform(Method):
     recovery: Callable[[Any, EncoderConfig], Recipe] | None = None
     size: Callable[[Any, EncoderConfig], int] | None = None
     probe: Callable[[Any, Any, Context], dict[str, Callable[[], Any]]] | None = None
-    for_throughput: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    for_throughput: Callable[[dict[str, object], str], dict[str, object]] | None = None
     takes: str = "fp32"
     follows_students: bool = False
     seeded: bool = True

@@ -15,6 +15,7 @@ taking what the one before it gives. Option values stay text here; each method c
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ _BARE = re.compile(r'[^,\[\]+="\s]+')
 @dataclass(frozen=True)
 class Step:
     name: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
 
     def __str__(self) -> str:
         if not self.options:
@@ -148,11 +149,11 @@ class ResolvedStep:
     """One step of a pipeline, its options checked by its method: as given (``values``) and as built."""
 
     method: Method
-    values: dict[str, Any]
+    values: dict[str, object]
     options: Any
 
 
-def resolve(text: str, then: list[str], options: dict[str, Any], target: str = "teacher") -> list[ResolvedStep]:
+def resolve(text: str, then: list[str], options: Mapping[str, object], target: str = "teacher") -> list[ResolvedStep]:
     """The steps of the pipeline ``text`` followed by each of ``then``, with every option given by flag or --set
     (``options``) placed on the one step whose method takes it and each step's options built by its method;
     ``target``: what a first transform takes (``teacher`` or a run directory). A bad step, order or option fails
@@ -174,7 +175,7 @@ def resolve(text: str, then: list[str], options: dict[str, Any], target: str = "
     return steps
 
 
-def _place(options: dict[str, Any], methods: list[Method], given: list[dict[str, Any]]) -> None:
+def _place(options: Mapping[str, object], methods: list[Method], given: list[dict[str, object]]) -> None:
     """Give each option (a flag or --set) to the one step whose method takes it."""
     unplaced = []
     for key, value in options.items():

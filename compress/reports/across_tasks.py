@@ -14,12 +14,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from compress.errors import CompressError
 from compress.paths import atomic_write_text
 from compress.reports.records import IntervalRecord
 from compress.task_metrics import METRICS
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 ACROSS_TASKS_SCHEMA = 1
 
@@ -64,7 +67,7 @@ class AcrossTasks:
     kind: str = "across-tasks"
     schema_version: int = ACROSS_TASKS_SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -152,7 +155,7 @@ def write_across(table: AcrossTasks, out: Path) -> None:
     atomic_write_text(out / "tasks.json", json.dumps(table.to_dict(), indent=2) + "\n")
 
 
-def read_across(data: dict[str, Any]) -> AcrossTasks:
+def read_across(data: JSONObject) -> AcrossTasks:
     """A tasks.json this version wrote; one sentence otherwise."""
     if data.get("kind") != "across-tasks" or data.get("schema_version") != ACROSS_TASKS_SCHEMA:
         raise CompressError("the file is not a tasks.json of compress compare --dataset A,B,C (schema "

@@ -22,7 +22,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from compress.bench.contention import BUSY_THRESHOLD
 from compress.bench.measurement import batch_phrase
@@ -45,6 +45,9 @@ from compress.reports.metric_agreement import metrics_section
 from compress.reports.plots import render_plots, steps_stem
 from compress.reports.verdicts import PAIR_HEADERS, called, front_names, verdict
 from compress.task_metrics import METRICS
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 __all__ = ["HEADERS", "REQUIRED_METHOD_FIELDS", "read_comparison", "render_directory", "render_html",
            "render_markdown", "render_summary", "validate_comparison", "write_comparison"]
@@ -450,7 +453,7 @@ def _md_section(section: Section) -> list[str]:
     return lines
 
 
-def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
+def render_markdown(comparison: JSONObject | ShownComparison) -> str:
     """The comparison as GitHub-flavoured markdown: context, table, notes, one section per method."""
     shown = read_comparison(comparison)
     lines = [f"# {_md(_title(shown))}", ""]
@@ -482,7 +485,7 @@ def render_markdown(comparison: dict[str, Any] | ShownComparison) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JSONObject:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -508,7 +511,7 @@ def time_phrase(spent: dict[str, float]) -> str:
             f"{minutes('speed_s')}, intervals {minutes('intervals_s')}")
 
 
-def _cpu_phrase(comparison: dict[str, Any]) -> str:
+def _cpu_phrase(comparison: JSONObject) -> str:
     """The CPU a comparison ran on, with the vector and matrix units that decide what runs fast there."""
     cpu = (comparison.get("manifest") or {}).get("cpu") or {}
     features = [name for name, present in (cpu.get("features") or {}).items() if present]
@@ -688,7 +691,7 @@ def _html_section(section: Section) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def render_html(comparison: dict[str, Any] | ShownComparison, plots: dict[str, bytes]) -> str:
+def render_html(comparison: JSONObject | ShownComparison, plots: dict[str, bytes]) -> str:
     """A self-contained HTML5 page: table ``#comparison``, embedded plots, one section per method."""
     shown = read_comparison(comparison)
     title = html.escape(_title(shown))
@@ -738,7 +741,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def write_comparison(comparison: dict[str, Any], directory: Path) -> list[Path]:
+def write_comparison(comparison: JSONObject, directory: Path) -> list[Path]:
     """Validate, then write comparison.json, .md, .html and the PNG plots into ``directory``."""
     shown = read_comparison(comparison)
     directory = Path(directory)

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from compress.errors import CompressError
 from compress.registry import Section
 from compress.reports.layers_kept import layer_cells
 from compress.reports.records import COMPARISON_SCHEMA, READABLE_COMPARISON_SCHEMAS
 from compress.task_metrics import METRICS
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 REQUIRED_METHOD_FIELDS = ("params", "size_bytes", "flops", "accuracy", "retention", "latency_ms_p50",
                           "throughput", "speedup")
@@ -146,6 +149,21 @@ class ShownSeed:
     retention: float | None
 
 
+class _Measures(TypedDict):
+    """What :meth:`ShownModel._measures` reads of every row: the fields of :class:`ShownModel` but its breakdown."""
+
+    params: float | None
+    size_bytes: float | None
+    flops: float | None
+    accuracy: float | None
+    latency_ms_p50: float | None
+    throughput: float | None
+    accuracy_interval: ShownInterval | None
+    latency_passes: tuple[tuple[float, ...], ...]
+    scores: dict[str, float]
+    score_intervals: dict[str, ShownInterval]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ShownModel:
     """The numbers every row of the report has, teacher included; None where not measured."""
@@ -169,15 +187,17 @@ class ShownModel:
         return tuple(ms for rounds in self.latency_passes for ms in rounds)
 
     @staticmethod
-    def _measures(data: dict[str, object]) -> dict[str, Any]:
+    def _measures(data: dict[str, object]) -> _Measures:
         passes = data.get("latency_passes_ms")
         rounds = tuple(_numbers(p) for p in passes) if isinstance(passes, list) else \
             tuple(r for r in [_numbers(data.get("latency_rounds_ms"))] if r)
-        return {key: number(data.get(key))
-                for key in ("params", "size_bytes", "flops", "accuracy", "latency_ms_p50", "throughput")} | {
-            "accuracy_interval": ShownInterval.read(data.get("accuracy_interval")), "latency_passes": rounds,
-            "scores": {str(k): x for k, v in _object(data.get("scores")).items() if (x := number(v)) is not None},
-            "score_intervals": _intervals(data.get("score_intervals"))}
+        return _Measures(
+            params=number(data.get("params")), size_bytes=number(data.get("size_bytes")),
+            flops=number(data.get("flops")), accuracy=number(data.get("accuracy")),
+            latency_ms_p50=number(data.get("latency_ms_p50")), throughput=number(data.get("throughput")),
+            accuracy_interval=ShownInterval.read(data.get("accuracy_interval")), latency_passes=rounds,
+            scores={str(k): x for k, v in _object(data.get("scores")).items() if (x := number(v)) is not None},
+            score_intervals=_intervals(data.get("score_intervals")))
 
     @staticmethod
     def _components(data: dict[str, object]) -> dict[str, float | None] | None:
@@ -390,7 +410,7 @@ class ShownComparison:
         return [m for m in self.methods if len(m.steps) > 1]
 
 
-def read_comparison(data: dict[str, Any] | ShownComparison) -> ShownComparison:
+def read_comparison(data: JSONObject | ShownComparison) -> ShownComparison:
     """Validate ``data`` (a parsed comparison.json) as :func:`validate_comparison` does, then read what the
     report shows of it; a :class:`ShownComparison` passes through unchanged."""
     if isinstance(data, ShownComparison):

@@ -6,14 +6,26 @@ holds its own explanation; methods explained together (the quantization formats)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypedDict
 
 from compress.errors import CompressError
 from compress.registry import Method, all_methods, get_method
 from compress.registry.pipeline import Step, parse
 from compress.teachers.registry import teacher_config
 
+if TYPE_CHECKING:
+    from compress.reports.footprint import Explanation
+
 DEFAULT_SEQ_LEN = 128
+
+
+class AllExplained(TypedDict):
+    """`compress explain all --json`: every topic's explanation for one teacher."""
+
+    teacher: str
+    seq_len: int
+    methods: dict[str, Explanation]
 
 
 def topics() -> dict[str, Method]:
@@ -35,7 +47,7 @@ def _method(name: str) -> Method:
 
 
 def explain(method: str, teacher: str, seq_len: int = DEFAULT_SEQ_LEN,
-            options: dict[str, Any] | None = None) -> dict[str, Any]:
+            options: Mapping[str, object] | None = None) -> Explanation | AllExplained:
     """The explanation of ``method`` (a method, a topic, or ``all``) for ``teacher``, as JSON-ready data.
 
     ``method`` may carry options in brackets as in a pipeline (``albert[sharing=attention]``); ``options``

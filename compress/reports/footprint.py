@@ -6,10 +6,10 @@ Nothing here needs weights or a network: parameters are counted on the meta devi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from compress.models.accounting import count_parameters, flops_per_sequence
-from compress.models.config import EncoderConfig
+from compress.models.config import EncoderConfig, EncoderConfigData
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class FootprintData(TypedDict, total=False):
     """:meth:`Footprint.to_dict`; the teacher's also has its ``name``."""
 
     name: str
-    config: dict[str, Any]          # EncoderConfig.to_dict()
+    config: EncoderConfigData       # EncoderConfig.to_dict()
     params: int
     params_by_component: dict[str, int]
     classifier_params: int

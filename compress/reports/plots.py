@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -33,6 +33,9 @@ from compress.reports.comparison_data import (
     read_comparison,
 )
 from compress.reports.verdicts import front_names
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 DPI = 110
 MAX_BUBBLE_AREA = 900.0   # points^2 of the largest model's bubble (about 34 points across)
@@ -306,7 +309,7 @@ def accuracy_vs_latency_png(comparison: ShownComparison) -> bytes:
 
 # --- parameters by component -------------------------------------------------------------------
 
-def _component_rows(comparison: ShownComparison | dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+def _component_rows(comparison: ShownComparison | JSONObject) -> list[tuple[str, dict[str, float]]]:
     """(bar label, component -> parameters) for each model with a breakdown, teacher first."""
     shown = read_comparison(comparison)
     rows: list[tuple[str, ShownModel]] = []
@@ -356,7 +359,7 @@ STEP_PANELS: tuple[tuple[Callable[[ShownModel], float | None], float, str], ...]
 ACCURACY_PANEL = 3   # its axis is cut to the accuracies shown: they differ by a few points of 100
 
 
-def pipelines(comparison: ShownComparison | dict[str, Any]) -> list[ShownMethod]:
+def pipelines(comparison: ShownComparison | JSONObject) -> list[ShownMethod]:
     """The methods that are pipelines (two or more steps), in table order."""
     return read_comparison(comparison).pipelines()
 
@@ -402,7 +405,7 @@ PLOTS = {
 }
 
 
-def render_plots(comparison: ShownComparison | dict[str, Any]) -> dict[str, bytes]:
+def render_plots(comparison: ShownComparison | JSONObject) -> dict[str, bytes]:
     """Every plot of the report as PNG bytes, keyed by file stem (``accuracy_vs_latency``, ...,
     then ``steps-NAME`` for each pipeline); a comparison.json's dict is read (and validated) first."""
     shown = read_comparison(comparison)

@@ -38,17 +38,20 @@ rendered): a :class:`Comparison`; its fields are described there and in :mod:`co
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from compress.bench.measurement import Manifest, Speed
 from compress.errors import CompressError
 from compress.registry import Details, Section, details_class
-from compress.train_config import StageRecord
+from compress.train_config import FinetuneConfigData, StageRecord
 
 if TYPE_CHECKING:
     from compress.distill.recipe import RecipeData
+    from compress.jsontypes import JSONObject
+    from compress.models.config import EncoderConfigData
 
 RUN_SCHEMA = 4
 READABLE_RUN_SCHEMAS = (2, 3, 4)
@@ -56,13 +59,14 @@ LEGACY_DETAILS = ("quantization", "pruning")   # where schema 3 kept what is now
 COMPARISON_SCHEMA = 3
 READABLE_COMPARISON_SCHEMAS = (1, 2, 3)
 
+_V = TypeVar("_V")
 
 
-def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+def _drop_none(data: Mapping[str, _V | None]) -> dict[str, _V]:
     return {k: v for k, v in data.items() if v is not None}
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Mapping[str, _V]) -> dict[str, _V]:
     """The entries of ``data`` that are fields of ``cls`` (a newer writer's extra keys are ignored)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
@@ -81,12 +85,12 @@ class ModelRecord:
     macro_f1: float | None
     dev_accuracy: float | None = None          # the teacher's, from its fine-tuning
     layout: str | None = None                  # how the model is saved (bert, albert, onnxruntime-int8, ...)
-    config: dict[str, Any] | None = None       # its EncoderConfig
+    config: EncoderConfigData | None = None    # its EncoderConfig
     backend: str | None = None                 # quantized models: the runtime that runs it
     dtype: str | None = None                   # quantized models: the number format
     scores: dict[str, float] | None = None     # every task metric on test (metrics.Metrics.scores; None: older)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """Its fields but the optional ones it lacks; accuracy and macro-F1 always (null for a regression)."""
         data = asdict(self)
         return _drop_none(data) | {"accuracy": data["accuracy"], "macro_f1": data["macro_f1"]}
@@ -103,7 +107,7 @@ class DatasetRecord:
     test_classes: dict[str, int] | None = None   # test rows by label name (None: a regression, or older)
     pairs: bool | None = None                  # True: its examples are text pairs (None: single, or older)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return _drop_none(asdict(self))
 
 
@@ -152,19 +156,72 @@ def score_text(model: ModelRecord | SourceRecord | ChainStep) -> str:
     return f"accuracy {model.accuracy:.4f}" if model.accuracy is not None else f"Pearson {primary(model):.4f}"
 
 
+class SourceRecordData(TypedDict):
+    """A :class:`SourceRecord` as ``asdict`` (config.json's ``source``; metrics.json's, read back)."""
+
+    kind: str
+    path: str
+    parent: str | None
+    params: int
+    size_bytes: int
+    accuracy: float | None
+    macro_f1: float | None
+    scores: dict[str, float] | None
+
+
+class RunSettings(TypedDict, total=False):
+    """A RunConfig (compress.runs.config) as ``asdict``: config.json's ``run``. Every field of RunConfig is there;
+    one recorded before a field existed lacks it (compress.runs.config.result_settings reads it as the default those
+    runs ran at), and the settings a run's result depends on are these less a few (result_settings)."""
+
+    method: str
+    teacher: str
+    dataset: str
+    text_column: str | None
+    text_pair_column: str | None
+    label_column: str | None
+    task: str
+    dedupe: bool
+    options: dict[str, object]        # the methods' options given by flag or --set, by name, as given
+    epochs: int | None
+    lr: float | None
+    layer_map: str | None
+    patience: int | None
+    stop_below: float | None
+    batch_size: int
+    seed: int
+    device: str
+    teacher_finetune: FinetuneConfigData
+    target: str
+    then: list[str]
+    threads: int | None
+    out: str | None
+    overwrite: bool
+    precision: str
+    checkpoint_every: int
+    speed_device: str
+    hold_out: int
+    metric: str | None
+    recipe: str
+    transfer_text: str | None
+    transfer_sha256: str | None
+    warmup: float | None
+    decay: str | None
+
+
 class SavedConfig(TypedDict, total=False):
     """A run directory's config.json: everything needed to run it again, and what its model came from."""
 
-    run: dict[str, Any]               # the RunConfig, as asdict
-    options: dict[str, Any]           # the method's options as resolved, as asdict
+    run: RunSettings                  # the RunConfig, as asdict
+    options: dict[str, object]        # the method's options as resolved, as asdict (by name: each method has its own)
     recipe: RecipeData                # what it trained (students, pruning's and low-rank's recovery)
     pipeline: str                     # the whole pipeline, when the run is a step of one
     max_length: int
-    source: dict[str, Any]            # transforms: the SourceRecord, as asdict
+    source: SourceRecordData          # transforms: the SourceRecord, as asdict
     parent: str | None                # transforms: the run directory transformed
     teacher: str                      # transforms: the teacher's name
     teacher_dir: str                  # students: the fine-tuned teacher's directory
-    teacher_config: dict[str, Any]    # students: the teacher's EncoderConfig
+    teacher_config: EncoderConfigData  # students: the teacher's EncoderConfig
     processes: int                    # students: the data-parallel processes that trained it
     teacher_weights: str              # the teacher checkpoint's SHA-256 (teachers.registry.teacher_weights)
 
@@ -195,8 +252,8 @@ class RunRecord:
     model_files: dict[str, str] | None = None   # SHA-256 of each file of its model/ or student/ (None: older)
     schema_version: int = RUN_SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {"schema_version": self.schema_version, **_drop_none(asdict(self))}
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = {"schema_version": self.schema_version, **_drop_none(asdict(self))}
         data |= {"dataset": self.dataset.to_dict(), "teacher": self.teacher.to_dict(),
                  "student": self.student.to_dict()}
         if self.details is not None:
@@ -204,7 +261,7 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], run_dir: Path | str) -> RunRecord:
+    def from_dict(cls, data: JSONObject, run_dir: Path | str) -> RunRecord:
         """The record ``data`` holds (schema 2 or 3); one sentence naming what is wrong otherwise."""
         version = data.get("schema_version")
         if version not in READABLE_RUN_SCHEMAS:
@@ -239,7 +296,7 @@ class RunRecord:
         return self.student.backend is not None
 
 
-def _details(data: dict[str, Any]) -> Details | None:
+def _details(data: JSONObject) -> Details | None:
     """The method's details of a record: ``details`` (schema 4) or the block schema 3 kept them in."""
     found = data.get("details") or next((data[k] for k in LEGACY_DETAILS if data.get(k)), None)
     cls = details_class(data["method"])
@@ -383,6 +440,49 @@ class ComparedModel(ComparedMeasures):
     recipe: str | None = None   # the recipe its training stages followed (None: it trained nothing, or before recipes)
 
 
+class CompareSettings(TypedDict, total=False):
+    """The settings of a comparison, named as `compress compare`'s options: what CompareConfig.settings gives
+    (compress.runs.compare_plan; None where unset), comparison.json's ``config`` (its Nones left out), and what a file
+    declares (compress.runs.declared: any of them, of the types its SETTINGS allow, which a command line's text gives
+    too: ``dataset`` "a,b", ``methods`` "x,y", ``seeds`` "13-15")."""
+
+    teacher: str
+    dataset: str | list[str]
+    text_column: str | None
+    text_pair_column: str | None
+    label_column: str | None
+    task: str
+    dedupe: bool
+    methods: list[str] | str
+    out: str
+    epochs: int | None
+    batch_size: int
+    seed: int
+    seeds: list[int] | int | str
+    threads: int | None
+    seq_len: int | None
+    repeats: int
+    batch_shape: str
+    choose_by: str
+    teacher_epochs: int
+    teacher_lr: float
+    teacher_batch_size: int
+    teacher_layer_decay: float
+    device: str
+    speed_device: str
+    hold_out: int
+    precision: str
+    metric: str | None
+    executor: str
+    address: str
+    cpus_per_run: float
+    gpus_per_run: float
+    recipe: str
+    transfer_text: str | None
+    warmup: float | None
+    decay: str | None
+
+
 @dataclass
 class Comparison:
     """comparison.json."""
@@ -404,18 +504,18 @@ class Comparison:
     differences: list[Difference] = field(default_factory=list)   # every two methods' accuracies, paired
     precision: str | None = None          # what every run asked for, as resolved here (auto: measured per stage)
     time: dict[str, float] | None = None  # seconds by phase of this invocation (comparison_time; None: older)
-    config: dict[str, Any] | None = None  # the settings that make it again (CompareConfig.settings; None: older)
+    config: CompareSettings | None = None  # the settings that make it again (CompareConfig.settings; None: older)
     config_file: dict[str, str] | None = None   # the file that declared it (--config): name and text
     metric: str = "accuracy"              # what every ``accuracy``, interval, retention and difference is of
     schema_version: int = COMPARISON_SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"schema_version": self.schema_version, **asdict(self), "dataset": self.dataset.to_dict(),
                 "teacher": {"name": self.teacher.name, **asdict(self.teacher)},       # names first, for readers
                 "methods": [{"method": m.method, "label": m.label, **asdict(m)} for m in self.methods]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+    def from_dict(cls, data: JSONObject) -> Comparison:
         """A comparison.json this version writes (schema 3); the renderer reads older and hand-made ones."""
         if data.get("schema_version") != COMPARISON_SCHEMA:
             raise CompressError(f"the comparison has schema version {data.get('schema_version')}, not "

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -80,6 +80,7 @@ from compress.reports.records import (
     DatasetRecord,
     IntervalRecord,
     RunRecord,
+    RunSettings,
     Section,
     SeedResult,
     read_run_record,
@@ -108,7 +109,7 @@ from compress.teachers.registry import load_tokenizer, saved_tokenizer, teacher_
 from compress.training import run_precision
 
 
-def _config_key(run: dict[str, Any]) -> str:
+def _config_key(run: RunSettings) -> str:
     return json.dumps(result_settings(run), sort_keys=True, default=str)
 
 
@@ -391,7 +392,18 @@ def comparison_time(made: list[RunRecord], **spent: float) -> dict[str, float]:
     return {name: round(seconds, 1) for name, seconds in (spent | phases).items()} | {"runs_made": len(made)}
 
 
-def _timings(timing: PassTimings, config: SpeedConfig) -> dict[str, Any]:
+class _Timings(TypedDict):
+    """A row's speed (ComparedMeasures' fields of it), as :func:`_timings` measures it."""
+
+    latency_ms_p50: float
+    latency_ms_p90: float
+    throughput: float
+    peak_memory_bytes: int
+    latency_passes_ms: list[list[float]]
+    batch_passes_ms: list[float]
+
+
+def _timings(timing: PassTimings, config: SpeedConfig) -> _Timings:
     """A row's speed, all from its passes: batch-1 latency p50 (the median of its rounds), p90 (the slowest tenth
     of its timed calls), the rounds themselves, throughput at the large batch (its passes' median) and peak memory."""
     return {"latency_ms_p50": timing.latency_ms_p50, "latency_ms_p90": float(np.percentile(timing.calls_ms, 90)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from compress.distill.schedule import DEFAULT_SCHEDULE
 from compress.errors import CompressError
@@ -16,6 +16,9 @@ from compress.runs.config import RunConfig
 from compress.runs.executors import Executor
 from compress.teachers.registry import DEFAULT_TEACHER
 from compress.train_config import DEFAULT_SEED, FinetuneConfig
+
+if TYPE_CHECKING:
+    from compress.reports.records import CompareSettings
 
 # The pipeline with pruning that kept >= 97% of the teacher's accuracy at the most speed on MR (see
 # docs/tutorial.md, section 11, for the measurement that chose it).
@@ -83,7 +86,7 @@ class CompareConfig:
         if self.epochs is not None and self.epochs < 1:
             raise CompressError(f"--epochs must be a positive integer, got {self.epochs}.")
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> CompareSettings:
         """What comparison.json's ``config`` records: the settings, named as the command's options, that make the
         same comparison again (``compress compare --like``; :mod:`compress.runs.declared`)."""
         train = self.teacher_finetune.train
@@ -117,7 +120,7 @@ class PlannedRun:
 
     name: str
     method: Method
-    options: dict[str, Any]
+    options: dict[str, object]   # its last step's options as the pipeline gives them (compress.registry.pipeline.Step)
     parent: str | None
     steps: tuple[str, ...]   # the names of the runs from its first step to itself
 

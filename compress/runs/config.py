@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from compress.data.transfer_text import check_transfer_text, transfer_digest
 from compress.distill.schedule import DEFAULT_SCHEDULE, get_schedule
@@ -34,7 +34,7 @@ from compress.train_config import (
 
 if TYPE_CHECKING:
     from compress.data.task import TaskData
-    from compress.reports.records import RunRecord
+    from compress.reports.records import RunRecord, RunSettings
 
 
 @dataclass
@@ -56,7 +56,7 @@ class RunConfig:
     label_column: str | None = None
     task: str = "auto"                # a file's labels: auto (fractions: a regression), classification, regression
     dedupe: bool = False              # drop dev/test rows whose text occurs in train
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)   # by name: a flag's value, or --set's text
     epochs: int | None = None
     lr: float | None = None
     layer_map: str | None = None      # overrides the recipe's: uniform, last, every_other or "2,4,6"
@@ -125,14 +125,14 @@ class RunConfig:
 NOT_RESULT = ("out", "overwrite", "threads", "checkpoint_every", "stop_below", "transfer_text")
 
 
-def result_settings(run: dict[str, Any]) -> dict[str, Any]:
+def result_settings(run: RunSettings) -> RunSettings:
     """The settings of a run (``asdict(RunConfig)`` or a config.json's ``run``) that decide its result; a
     run recorded before ``precision`` existed trained in fp32, one before ``dedupe`` kept every row, one before
     ``speed_device`` was timed on the CPU (a quantization's backend is chosen among those that run where it is timed,
     so the device is part of its result), one before ``hold_out`` trained on all of train, one before ``metric``
     picked its epochs on the task's default metric (as one without it does); a teacher fine-tuned
     without a bar is one fine-tuned before bars existed."""
-    settings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
+    settings: RunSettings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
     for name in ("metric", "transfer_sha256", "warmup", "decay"):   # unset: as every run before they existed
         if settings.get(name) is None:

@@ -25,12 +25,16 @@ import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from compress.bench.machine import package_versions
 from compress.errors import CompressError
 from compress.registry import get_method
 from compress.registry.pipeline import Pipeline, Step, parse
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
+    from compress.reports.records import CompareSettings
 
 # Every setting a file may declare, with the types its value may have (a command line's option names).
 SETTINGS: dict[str, tuple[type, ...]] = {
@@ -46,7 +50,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
 }
 
 
-def read_declared(path: Path) -> tuple[dict[str, Any], str]:
+def read_declared(path: Path) -> tuple[CompareSettings, str]:
     """The settings ``path`` declares (TOML, or YAML for .yaml/.yml), checked, and the file's text."""
     path = Path(path)
     try:
@@ -66,12 +70,12 @@ def read_declared(path: Path) -> tuple[dict[str, Any], str]:
     return check_settings(data if data is not None else {}, str(path)), text
 
 
-def check_settings(data: Any, where: str) -> dict[str, Any]:
+def check_settings(data: object, where: str) -> CompareSettings:
     """``data`` as settings: a mapping of known names (``-`` read as ``_``) to values of their types."""
     if not isinstance(data, dict):
         raise CompressError(f"{where} must declare settings by name (a table of name = value), not a "
                             f"{type(data).__name__}.")
-    settings: dict[str, Any] = {}
+    settings: CompareSettings = {}
     for key, value in data.items():
         name = str(key).replace("-", "_")
         if name not in SETTINGS:
@@ -81,11 +85,11 @@ def check_settings(data: Any, where: str) -> dict[str, Any]:
             raise CompressError(f"{where}: {key} must be {' or '.join(k.__name__ for k in kinds)}, not {value!r}.")
         if isinstance(value, list) and not all(isinstance(v, str if name == "methods" else int) for v in value):
             raise CompressError(f"{where}: {key} must list {'method texts' if name == 'methods' else 'integers'}.")
-        settings[name] = value
+        settings[name] = value  # type: ignore[literal-required]   # a name of SETTINGS, checked above
     return settings
 
 
-def settings_of(comparison: dict[str, Any], path: Path) -> dict[str, Any] | None:
+def settings_of(comparison: JSONObject, path: Path) -> CompareSettings | None:
     """The settings a recorded comparison ran with (None: recorded before comparisons kept them), its seeds and
     precision as recorded, and each backend ``--backend auto`` chose pinned."""
     recorded = comparison.get("config")
@@ -95,7 +99,7 @@ def settings_of(comparison: dict[str, Any], path: Path) -> dict[str, Any] | None
     return settings | {"methods": pin_backends(settings.get("methods", []), comparison)}
 
 
-def pin_backends(methods: list[str] | str, comparison: dict[str, Any]) -> list[str]:
+def pin_backends(methods: list[str] | str, comparison: JSONObject) -> list[str]:
     """``methods`` with the backend each quantization step chose under ``--backend auto`` written into it, as the
     rows of ``comparison`` recorded it (a step that named its backend keeps it)."""
     texts = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods)
@@ -112,7 +116,7 @@ def pin_backends(methods: list[str] | str, comparison: dict[str, Any]) -> list[s
     return pinned
 
 
-def version_differences(comparison: dict[str, Any]) -> list[str]:
+def version_differences(comparison: JSONObject) -> list[str]:
     """The packages installed here at other versions than the recorded comparison's, as "name X (recorded Y)"."""
     recorded = ((comparison.get("manifest") or {}).get("packages")) or {}
     installed = package_versions(tuple(recorded))
@@ -120,7 +124,7 @@ def version_differences(comparison: dict[str, Any]) -> list[str]:
             for name, version in recorded.items() if installed.get(name) != version]
 
 
-def read_comparison_record(path: Path) -> dict[str, Any]:
+def read_comparison_record(path: Path) -> JSONObject:
     """A comparison.json to copy (``--like``), in one sentence when it is not one."""
     path = Path(path)
     try:

@@ -7,14 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.task import TaskData
 from compress.errors import CompressError
 from compress.models.checkpoints import load_encoder
 from compress.models.encoder import Encoder
-from compress.reports.records import ChainStep, ModelRecord, RunRecord, SavedConfig, read_run_record
+from compress.reports.records import ChainStep, ModelRecord, RunRecord, RunSettings, SavedConfig, read_run_record
 from compress.reports.run_record import teacher_record
 from compress.runs.config import RunConfig, claimed, out_dir, run_task
 from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, tokenized_for
@@ -38,7 +37,7 @@ class Source:
     teacher: ModelRecord           # the teacher's record (retention is measured against it)
     entry: ModelRecord             # the source's own record
     parent: str | None             # the run directory quantized, if any
-    settings: dict[str, Any]       # teacher, dataset and columns it was made with
+    settings: RunSettings          # teacher, dataset and columns it was made with (SETTINGS)
     chain: list[ChainStep]         # the steps that made it ([] for the teacher)
 
     @property
@@ -52,7 +51,7 @@ def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeac
     """The fine-tuned teacher as a source: what a transform of it, or a student trained from it, is measured
     against (``data``: the task as the teacher tokenizes it, or a student's augmented copy of that)."""
     entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
-    settings = {k: getattr(config, k) for k in SETTINGS}
+    settings: RunSettings = {k: getattr(config, k) for k in SETTINGS}  # type: ignore[assignment]
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
 
 
@@ -75,7 +74,8 @@ def run_source(run_dir: Path) -> Source:
     """The fp32 student of a run, with the data exactly as it was trained on."""
     parent_config, parent = parent_run(run_dir)
     run = parent_config["run"]
-    settings = {k: run[k] for k in SETTINGS if k in run}   # a setting added since it ran: the default it ran at
+    # a setting added since it ran: the default it ran at
+    settings: RunSettings = {k: run[k] for k in SETTINGS if k in run}  # type: ignore[assignment]
     task = run_task(RunConfig(method=run["method"], **settings))
     if task.fingerprint != parent.dataset.fingerprint:
         raise CompressError(f"the data of {run_dir} has changed since it ran (split fingerprint differs).")

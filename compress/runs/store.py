@@ -56,7 +56,7 @@ def run_key(config: RunConfig, parent: RunRecord | None, split_fingerprint: str)
     options = method.make_options(config.options)
     settings = {k: v for k, v in result_settings(asdict(config)).items() if k != "target"}
     # A bar (stop_below) may cut a run short: such a run is another run than one trained to the end.
-    material: dict[str, Any] = {"version": STORE_VERSION, "settings": settings,
+    material: dict[str, object] = {"version": STORE_VERSION, "settings": settings,
                                 "options": method.as_recorded(asdict(options)),
                                 "split": split_fingerprint, "from": parent.predictions if parent else "teacher",
                                 "bar": config.stop_below,

@@ -18,12 +18,16 @@ named them ``dev_*`` (``dev_accuracy``, ``dev_retention``, ``dev_interval``, ``d
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from compress.errors import CompressError
 from compress.paths import atomic_write_text
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 SEARCH_SCHEMA = 2
 READABLE_SEARCH_SCHEMAS = (1, 2)
@@ -61,7 +65,7 @@ class CandidateRecord:
     order: int | None = None            # when it was trained (the path the search took), from 1
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CandidateRecord:
+    def from_dict(cls, data: JSONObject) -> CandidateRecord:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in _renamed(data, "candidate").items() if k in names})
 
@@ -138,11 +142,11 @@ class SearchRecord:
     recipe: str | None = None           # what every candidate and final trained with (None: before recipes)
     schema_version: int = SEARCH_SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SearchRecord:
+    def from_dict(cls, data: JSONObject) -> SearchRecord:
         if data.get("schema_version") not in READABLE_SEARCH_SCHEMAS:
             raise CompressError(f"search.json has schema version {data.get('schema_version')}, this compress reads "
                                 f"{', '.join(map(str, READABLE_SEARCH_SCHEMAS))}.")
@@ -167,7 +171,10 @@ class SearchRecord:
         return reached
 
 
-def _renamed(data: dict[str, Any], kind: str) -> dict[str, Any]:
+_V = TypeVar("_V")
+
+
+def _renamed(data: Mapping[str, _V], kind: str) -> dict[str, _V]:
     """``data`` with schema 1's names of the held-out numbers (:data:`RENAMED_IN_2`) under this schema's."""
     renames = RENAMED_IN_2[kind]
     return {renames.get(k, k): v for k, v in data.items()}

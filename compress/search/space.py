@@ -73,7 +73,8 @@ def declared(teacher: EncoderConfig, names: list[str] | None = None, objective: 
     return Space({m.name: declared_values(m, teacher) for m in methods})
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, dict[str, object]]:
+    """The tables of a --space file, by method name: each option's value or list of values, checked later."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -153,9 +154,9 @@ class Candidate:
         return [get_method(step.name) for step in self.pipeline.steps]
 
 
-def _combinations(method: Method, values: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+def _combinations(method: Method, values: dict[str, tuple[object, ...]]) -> list[dict[str, object]]:
     """Every combination of the searched values, as the pipeline writes them (defaults left out)."""
-    combos: list[dict[str, Any]] = [{}]
+    combos: list[dict[str, object]] = [{}]
     fields = option_fields(method.options)
     for key, options in values.items():
         default = default_of(fields[key])

@@ -44,12 +44,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 import torch
 
 from compress.training import with_progress
+
+if TYPE_CHECKING:
+    from compress.jsontypes import JSONObject
 
 __all__ = [
     "AugmentConfig",
@@ -107,12 +110,12 @@ class AugmentConfig:
         if not isinstance(self.masked_lm, bool):
             raise ValueError(f"masked_lm must be true or false, got {self.masked_lm!r}.")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """JSON-friendly field -> value."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AugmentConfig:
+    def from_dict(cls, data: JSONObject) -> AugmentConfig:
         """Inverse of :meth:`to_dict`; unknown fields are an error."""
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:

@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import torch
 from torch import nn
@@ -30,7 +30,7 @@ from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config
 from compress.paths import atomic_dir, cache_dir
 from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
-from compress.train_config import FinetuneConfig
+from compress.train_config import FinetuneConfig, FinetuneConfigData, TrainConfigData
 from compress.training import Batch, TrainConfig, evaluate, model_inputs, seed_everything, train_stage
 
 RECORD = "record.json"
@@ -46,7 +46,7 @@ class FinetuneRecord(TypedDict, total=False):
     fingerprint: str
     split_fingerprint: str
     max_length: int
-    config: dict[str, Any]              # the FinetuneConfig, as asdict
+    config: FinetuneConfigData          # the FinetuneConfig, as asdict
     device: str
     label_names: list[str]
     best_epoch: int
@@ -86,10 +86,10 @@ def finetune_fingerprint(teacher_dir: Path, task: TaskData, max_length: int, con
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _train_settings(train: TrainConfig) -> dict[str, Any]:
+def _train_settings(train: TrainConfig) -> TrainConfigData:
     """The fine-tuning settings in the fingerprint. Settings added later are left out at the value that means what
     entries made before them did (fp32; no bar, when its epoch gain cannot matter either), so those stay valid."""
-    settings = asdict(train)
+    settings: TrainConfigData = asdict(train)  # type: ignore[assignment]
     if settings["precision"] == "fp32":
         del settings["precision"]
     if settings["stop_below"] is None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from compress.methods.lowrank.options import LowRankOptions
+from compress.models.config import EncoderConfigData  # a field's type: Details.from_dict resolves it
 from compress.registry import Details
 
 
@@ -30,7 +30,7 @@ class LowRankDetails(Details):
 
     options: LowRankOptions
     matrices: list[FactorizedMatrix]
-    source_config: dict[str, Any]
+    source_config: EncoderConfigData
     matrix_params_before: int
     matrix_params_after: int
     embedding_params_before: int

@@ -4,7 +4,7 @@ unfactorized model. The result is an ordinary dense encoder whose config records
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import torch
 
@@ -68,7 +68,7 @@ def recovery_recipe(options: LowRankOptions, layers: int) -> Recipe:
     return Recipe("lowrank", stages, LayerMap("explicit", tuple(range(1, layers + 1))))
 
 
-def choose_ranks(options: LowRankOptions, found: list[Matrix], spectra: dict[str, Any]) -> dict[str, int]:
+def choose_ranks(options: LowRankOptions, found: list[Matrix], spectra: dict[str, Weighted]) -> dict[str, int]:
     """Every matrix's rank (0: dense) as the options ask: one --rank, or --keep shared out by the allocation."""
     if options.rank is not None:
         return {m.key: options.rank if options.rank <= break_even(m.out, m.inp) else 0 for m in found}
@@ -88,7 +88,8 @@ def factorized_config(config: EncoderConfig, ranks: dict[str, int], word_rank: i
 
 
 @torch.no_grad()
-def factorize(model: Encoder, ranks: dict[str, int], weights: dict[str, Any], word_rank: int = 0) -> Encoder:
+def factorize(model: Encoder, ranks: dict[str, int], weights: Mapping[str, Weighted | dict[str, torch.Tensor]],
+              word_rank: int = 0) -> Encoder:
     """A new encoder holding ``model``'s weights, with every matrix of non-zero rank in ``ranks`` replaced by its
     two factors under the weighting (``weights``: per matrix key, ``rows`` or ``whiten`` or nothing, or the
     matrix's :class:`Weighted` already computed) and the token embedding by plain SVD factors when

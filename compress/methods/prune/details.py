@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compress.methods.prune.options import PruneOptions
+from compress.models.config import EncoderConfigData  # a field's type: Details.from_dict resolves it
 from compress.prune.curve import HeadCurve
 from compress.registry import Details
 
@@ -27,6 +28,6 @@ class PruneDetails(Details):
 
     options: PruneOptions
     steps: list[PruneStep]
-    source_config: dict[str, Any]
+    source_config: EncoderConfigData
     layers_kept: list[int]
     head_curve: HeadCurve | None = None

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from compress.methods.prune.details import PruneDetails
-from compress.models.config import EncoderConfig
+from compress.models.config import EncoderConfig, EncoderConfigData
+
+if TYPE_CHECKING:
+    from compress.reports.layers_kept import LayerRow
 
 
-def layers_kept(pruning: PruneDetails, student_config: dict[str, Any]) -> list[dict[str, Any]]:
+def layers_kept(pruning: PruneDetails, student_config: EncoderConfigData) -> list[LayerRow]:
     """One row per layer of the pruned model's source, in its order: ``layer`` (1-based), ``heads`` and
     ``ffn`` kept, ``heads_of`` and ``ffn_of`` the source had there, ``dropped`` when the layer is gone.
 
@@ -17,7 +20,7 @@ def layers_kept(pruning: PruneDetails, student_config: dict[str, Any]) -> list[d
     before = EncoderConfig.from_dict(pruning.source_config)
     after = EncoderConfig.from_dict(student_config)
     new_of = {old: new for new, old in enumerate(pruning.layers_kept)}
-    rows = []
+    rows: list[LayerRow] = []
     for old in range(before.num_layers):
         new = new_of.get(old)
         rows.append({

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from compress.methods.prune_vocab.options import VocabOptions
+from compress.models.config import EncoderConfigData  # a field's type: Details.from_dict resolves it
 from compress.registry import Details
 
 
@@ -28,5 +28,5 @@ class VocabularyCounts:
 @dataclass
 class VocabDetails(Details):
     options: VocabOptions
-    source_config: dict[str, Any]
+    source_config: EncoderConfigData
     vocabulary: VocabularyCounts

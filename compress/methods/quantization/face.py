@@ -9,6 +9,7 @@ registry loads it for ``compress --help``, and they load torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from compress.quantize.formats import QuantMethod
 from compress.registry import Context, Transform, Transformed, all_methods, register
 
 if TYPE_CHECKING:
+    from compress.bench.measurement import Predictor
     from compress.reports.footprint import Explanation
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
@@ -170,12 +172,12 @@ def quantization(*, name: str, rank: int, dtype: str, backends: tuple[str, ...],
 
         return aware_recipe(name, options, shape.num_layers)
 
-    def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Any]:   # backend -> its maker
+    def probe(model: Any, options: QuantOptions, context: Context) -> dict[str, Callable[[], Predictor]]:   # by backend
         from compress.methods.quantization.verb import probe as built
 
         return built(model, resolved(options), context, with_options(fmt, options))
 
-    def for_throughput(values: dict[str, Any], batch_shape: str) -> dict[str, Any]:
+    def for_throughput(values: dict[str, object], batch_shape: str) -> dict[str, object]:
         """A step left to choose its backend (auto) chooses by throughput at ``batch_shape``; one whose backend is
         named, or that has one backend (or trains for one), runs as it is."""
         options = method.make_options(values)
