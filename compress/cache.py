@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from compress.distributed import barrier, broadcast, main_first, world
-from compress.paths import atomic_dir, atomic_write_text, locked, notice
+from compress.paths import atomic_dir, atomic_write_text, locked, notice, reading
 
 CHECKSUMS = "checksums.json"
 _FORMAT = 1
@@ -133,11 +133,13 @@ def unreadable(error: Exception) -> ValueError:
 
 
 def _use(target: Path, load: Callable[[Path], T]) -> tuple[T | None, str | None]:
-    """``(value, None)`` for an intact entry that loads, else ``(None, what is wrong)``."""
-    problem = verify(target)
-    if problem is not None:
-        return None, problem
-    try:
-        return load(target), None
-    except ValueError as e:
-        return None, str(e)
+    """``(value, None)`` for an intact entry that loads, else ``(None, what is wrong)``; read under a shared lock
+    (:func:`compress.paths.reading`), so a prune of the cache meanwhile leaves the entry alone."""
+    with reading(target):
+        problem = verify(target)
+        if problem is not None:
+            return None, problem
+        try:
+            return load(target), None
+        except ValueError as e:
+            return None, str(e)

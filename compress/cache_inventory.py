@@ -11,8 +11,10 @@ Sizes are allocated bytes (``st_blocks * 512``, as ``du`` counts them; a file wi
 following a symbolic link, so that the entries, the others and the folders themselves add up to ``du -s`` of the
 root. An entry's age is the time since it, or a file at its top, was last modified (entries record no last use).
 
-An entry is *in use* while another process holds its lock (``.NAME.lock``, :func:`compress.paths.locked`): listing
-tests that lock without taking it; removing takes it, without waiting, and holds it while the entry is moved aside
+An entry is *in use* while another process holds its lock (``.NAME.lock``): a process building or replacing it holds
+it exclusively (:func:`compress.paths.locked`), one checking and loading or copying it shared
+(:func:`compress.paths.reading`; a path a load hands on and reads later is not covered). Listing tests that lock
+without taking it; removing takes it, without waiting, and holds it while the entry is moved aside
 (``.NAME.old-*``, as :func:`compress.paths.replace_dir` does) and deleted, so nobody starts to use an entry while it
 goes, and nobody sees part of one. An unfinished training's checkpoint (``unfinished/``) has no lock: one written in
 the last :data:`UNFINISHED_QUIET` seconds counts as in use. Temporary directories that a killed process left beside an
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compress.errors import CompressError
-from compress.paths import cache_dir, lock_path, try_lock
+from compress.paths import cache_dir, holder, lock_path, try_lock
 
 # The marker files entries carry, as the modules that write them name them (compress.cache.CHECKSUMS,
 # compress.data.sources.MANIFEST; tests/test_cache_command.py checks they agree). Imported by name they would pull in
@@ -398,14 +400,6 @@ def _modified(path: Path) -> float:
     return newest
 
 
-def _holder(lock: Path) -> str:
-    try:
-        pid = lock.read_text().strip()
-    except OSError:
-        pid = ""
-    return f"process {pid}" if pid.isdigit() else "another process"
-
-
 def _lock_held(lock: Path) -> bool:
     """Whether another process holds ``lock`` now, tested with a shared lock taken and let go at once (no file is
     created or removed)."""
@@ -425,7 +419,7 @@ def _lock_held(lock: Path) -> bool:
 def _locked_by(target: Path) -> str | None:
     """Who holds ``target``'s lock now (None: nobody)."""
     lock = lock_path(target)
-    return f"in use by {_holder(lock)}" if _lock_held(lock) else None
+    return f"in use by {holder(lock)}" if _lock_held(lock) else None
 
 
 def _too_recent(kind: str, modified: float, now: float) -> str | None:
@@ -537,7 +531,7 @@ def _remove(entry: Entry, root: Path, now: float) -> tuple[int, str | None]:
     except OSError as e:
         return 0, f"its lock cannot be taken ({e.strerror})"
     if fd is None:
-        return 0, f"in use by {_holder(lock)}"
+        return 0, f"in use by {holder(lock)}"
     try:
         st = os.lstat(entry.path)   # it may have gone, or been replaced by a link, since it was listed
         if stat.S_ISLNK(st.st_mode):

@@ -64,7 +64,27 @@ def _size_of(path: Path) -> int:
         return 0
 
 
-def disk_full(target: Path, written: int) -> CompressError:
+class DiskFull(CompressError):
+    """A write that ran out of space (exit 1: nothing was wrong with the input)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=1)
+
+
+def _full(error: BaseException, where: Path) -> bool:
+    """Whether ``error`` (raised while writing under ``where``) says the disk was full: in so many words, or a
+    library's bare write failure (torch.save: "file write failed") on a disk with almost nothing left."""
+    if isinstance(error, DiskFull) or is_disk_full(error):
+        return True
+    if isinstance(error, RuntimeError) and "write" in str(error).lower():
+        try:
+            return shutil.disk_usage(where).free < 16 * 2**20
+        except OSError:
+            return False
+    return False
+
+
+def disk_full(target: Path, written: int) -> DiskFull:
     """The sentence for a write of ``target`` that ran out of space after ``written`` bytes (exit 1: nothing was wrong
     with the input)."""
     where = Path(target).absolute().parent
@@ -75,9 +95,9 @@ def disk_full(target: Path, written: int) -> CompressError:
     except OSError:
         free = "an unknown amount"
     progress = f", and ran out after writing {_megabytes(written)} of it" if written else ""
-    return CompressError(f"no space left for {target}: it needs more than the {free} free on the disk (or quota) "
-                         f"holding it{progress}; nothing of it was kept. Free some space (`compress cache prune`) or "
-                         "write it elsewhere.", exit_code=1)
+    return DiskFull(f"no space left for {target}: it needs more than the {free} free on the disk (or quota) "
+                    f"holding it{progress}; nothing of it was kept. Free some space (`compress cache prune`) or write "
+                    "it elsewhere.")
 
 
 def _umask() -> int:
@@ -140,12 +160,46 @@ def try_lock(path: Path, wait: bool) -> int | None:
         os.close(fd)
 
 
-def _holder(path: Path) -> str:
+def holder(path: Path) -> str:
+    """Who holds the lock file ``path``, as the last process to take it for writing recorded (its pid, where that
+    process still runs)."""
     try:
         pid = path.read_text().strip()
-    except OSError:
-        pid = ""
-    return f"process {pid}" if pid.isdigit() else "another process"
+        os.kill(int(pid), 0)
+    except (OSError, ValueError):
+        return "another process"
+    return f"process {pid}"
+
+
+@contextmanager
+def reading(target: Path) -> Iterator[None]:
+    """Hold a shared lock on ``target`` while reading it (checking and loading or copying a cache entry), so that
+    ``compress cache prune`` and ``clear``, which take the lock exclusively and without waiting, leave it alone.
+
+    Taken without waiting: where a writer holds the lock (building or removing the entry) the read goes on without
+    it, as reads did before (the entry's checksums catch what a writer changed). Nothing is taken where this process
+    holds the target's lock already. The lock file stays for the next reader or writer (a writer removes it)."""
+    path = lock_path(Path(target).absolute())
+    fd = None
+    if path not in _held and path.parent.is_dir():
+        for _ in range(3):   # a writer letting go removes the file: take the lock of the file that is there
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+            except OSError:
+                break
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except OSError:   # a writer holds it (EWOULDBLOCK), or the file went meanwhile
+                pass
+            os.close(fd)
+            fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 @contextmanager
@@ -173,9 +227,9 @@ def locked(target: Path, *, wait: bool = True, what: str | None = None) -> Itera
     if fd is None:
         what = what or f"in {target}"
         if not wait:
-            raise CompressError(f"{_holder(path)} is writing {what} right now; wait for it to finish or choose "
+            raise CompressError(f"{holder(path)} is writing {what} right now; wait for it to finish or choose "
                                 "another --out.")
-        notice(f"waiting for {_holder(path)}, which is writing {what}.")
+        notice(f"waiting for {holder(path)}, which is writing {what}.")
         fd = try_lock(path, wait=True)
     _held[path] = [fd, 1]
     try:
@@ -244,10 +298,11 @@ def atomic_dir(target: Path) -> Iterator[Path]:
         try:
             yield tmp
             replace_dir(tmp, target)
-        except BaseException as e:
-            written = _size_of(tmp) if is_disk_full(e) else 0
+        except BaseException as e:   # a full disk inside (a file of the entry: DiskFull too) names the entry
+            full = _full(e, tmp)
+            written = _size_of(tmp) if full else 0
             shutil.rmtree(tmp, ignore_errors=True)
-            if is_disk_full(e):
+            if full:
                 raise disk_full(target, written) from None
             raise
 
@@ -258,16 +313,17 @@ def atomic_file(path: Path) -> Iterator[Path]:
     block ends, removed if it raises: a reader sees the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)   # a leftover's name, if killed
     os.close(fd)
     as_ordinary_file(Path(tmp))
     try:
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException as e:
-        written = _size_of(Path(tmp)) if is_disk_full(e) else 0
+        full = _full(e, path.parent)
+        written = _size_of(Path(tmp)) if full else 0
         Path(tmp).unlink(missing_ok=True)
-        if is_disk_full(e):
+        if full:
             raise disk_full(path, written) from None
         raise
 

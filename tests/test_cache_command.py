@@ -326,3 +326,24 @@ def test_cache_list_imports_no_heavy_library(root):
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "compress.cache_inventory" in imported
     assert not imported & {"torch", "transformers", "datasets"}
+
+
+def test_an_entry_another_process_is_reading_is_kept_by_a_prune(root):
+    """A process checking and loading a cache entry (compress.cache's hit path, the run store's restore) holds its
+    lock shared (compress.paths.reading): a prune meanwhile keeps the entry; once the read is over, it goes."""
+    read = make_entry("teachers", "read", 30_000)
+    code = ("import sys; from pathlib import Path; from compress.paths import reading\n"
+            "with reading(Path(sys.argv[1])):\n    print('reading', flush=True); sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(read)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "reading"
+        done = run_cli("cache", "prune", "--older-than", "0s", env={"COMPRESS_CACHE": str(root)})
+        assert done.returncode == 0, done.stderr
+        assert "kept teachers/read" in done.stdout and read.is_dir()
+    finally:
+        child.stdin.close()
+        child.wait(timeout=HANG_GUARD)
+    done = run_cli("cache", "prune", "--older-than", "0s", env={"COMPRESS_CACHE": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert not read.exists()

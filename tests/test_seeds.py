@@ -182,7 +182,7 @@ def test_the_verdict_is_a_list_and_a_table_in_markdown_and_html():
     page = render_markdown(_comparison())
     assert "- **Keep at least 97% of the teacher (the whole retention interval at or above it)**: fast " \
            "(97.5–100.0%)" in page
-    assert "| neighbours on the front | faster by | told apart in speed | accuracy difference | told apart in " \
+    assert "| neighbours on the front | faster by | told apart in speed | accuracy, slower − faster | told apart in " \
            "accuracy |" in page
     assert re.search(r"^\| fast → precise \| 1\.50× \(IQR [^|]+\| yes \| \+0\.5 points \(interval −0\.7 to "
                      r"\+1\.7\) \| no \|$", page, re.M)

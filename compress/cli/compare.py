@@ -140,12 +140,13 @@ def compare(
     shown = read_comparison(comparison.to_dict())
     console.print(_table(shown))
     console.print(f"comparison: {escape(str(directory / 'comparison.html'))} (and comparison.md, comparison.json)")
-    from compress.reports.verdicts import chosen
+    from compress.reports.verdicts import RETENTION_TARGET, chosen
 
     if (name := chosen(shown)) is not None and (run_dir := next(m for m in shown.methods if m.method == name).run_dir):
         from compress.inference.export_plan import export_command
 
-        console.print(f"the fastest model that keeps 97% of the teacher beyond its interval is {escape(name)}; export "
+        console.print(f"the fastest model that keeps {RETENTION_TARGET:.0%} of the teacher beyond its interval is "
+                      f"{escape(name)}; export "
                       f"it: {escape(export_command(run_dir))}", highlight=False, soft_wrap=True)
 
 

@@ -43,7 +43,7 @@ from compress.reports.comparison_data import (
 )
 from compress.reports.metric_agreement import metrics_section
 from compress.reports.plots import render_plots, steps_stem
-from compress.reports.verdicts import PAIR_HEADERS, called, front_names, verdict
+from compress.reports.verdicts import PAIR_HEADERS, RETENTION_TARGET, called, front_names, verdict
 from compress.task_metrics import METRICS
 
 if TYPE_CHECKING:
@@ -208,8 +208,7 @@ def _md_verdict(comparison: ShownComparison) -> list[str]:
     items, rows, scope = parts
     lines = [f"- **{_md(what)}**: {_md(models)}" for what, models in items] + [""]
     if rows:
-        headers = [in_metric(h, comparison) for h in PAIR_HEADERS]
-        lines += ["| " + " | ".join(headers) + " |", "|:--|--:|:--|--:|:--|",
+        lines += ["| " + " | ".join(_headers(comparison, PAIR_HEADERS)) + " |", "|:--|--:|:--|--:|:--|",
                   *("| " + " | ".join(map(_md, row)) + " |" for row in rows), ""]
     return lines + [f"_{_md(scope)}_", ""]
 
@@ -224,8 +223,7 @@ def _html_verdict(comparison: ShownComparison) -> list[str]:
     out = ['<ul class="verdict">' + "".join(f"<li><strong>{html.escape(what)}</strong>: {html.escape(models)}</li>"
                                             for what, models in items) + "</ul>"]
     if rows:
-        out.append(_html_section(Section("verdict", headers=[in_metric(h, comparison) for h in PAIR_HEADERS],
-                                         rows=rows)))
+        out.append(_html_section(Section("verdict", headers=list(_headers(comparison, PAIR_HEADERS)), rows=rows)))
     return out + [f'<p class="scope">{html.escape(scope)}</p>']
 
 
@@ -569,14 +567,16 @@ def render_brief(path: Path) -> str:
     lines = [made, "", *_md_table(rows, headers), ""]
     found = verdict(shown)
     if found is not None:
-        def count(n: int) -> str:
-            return "none" if n == 0 else f"{n} model{'s' if n > 1 else ''}"
+        def count(n: int, verb: str) -> str:   # "none lies", "1 model lies", "3 models lie"
+            return f"none {verb}s" if n == 0 else f"{n} model{'s' if n > 1 else ''} {verb}{'' if n > 1 else 's'}"
 
-        keep = ", ".join(name for name, _ in found.keep) or "No model"
+        target = f"{100 * RETENTION_TARGET:.0f}%"
+        keep = ", ".join(name for name, _ in found.keep)
+        kept = f"{keep} keep{'s' if len(found.keep) == 1 else ''}" if keep else "No model keeps"
         lines.append(_md(in_metric(
-            f"{keep} keep{'s' if len(found.keep) == 1 else ''} 97% of the teacher beyond the interval; the intervals "
-            f"of {count(len(found.unsure))} hold 97%, and {count(len(found.below))} lie below it. On the front, "
-            f"fastest first: {', '.join(map(called, found.front))}.", shown)))
+            f"{kept} {target} of the teacher beyond the interval; {count(len(found.unsure), 'hold')} {target} within "
+            f"{'its' if len(found.unsure) == 1 else 'their'} interval, and {count(len(found.below), 'lie')} below it. On the front, fastest first: "
+            f"{', '.join(map(called, found.front))}.", shown)))
     if any(ONE_RUN in cell for row in rows for cell in row.cells):
         lines += ["", f"{ONE_RUN} one run: its interval counts the test sentences only."]
     lines += _front_sentences(shown)

@@ -154,7 +154,7 @@ def _beaten_by(comparison: ShownComparison, name: str,
 
 
 Retained = tuple[tuple[str, str], ...]   # (model, its retention interval as text), in the comparison's order
-PAIR_HEADERS = ("neighbours on the front", "faster by", "told apart in speed", "accuracy difference",
+PAIR_HEADERS = ("neighbours on the front", "faster by", "told apart in speed", "accuracy, slower − faster",
                 "told apart in accuracy")
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from compress.cache import cached, verify
 from compress.models.checkpoints import weights_digest
 from compress.ownership import mark_run
-from compress.paths import atomic_dir, cache_dir, clone_or_copy
+from compress.paths import atomic_dir, cache_dir, clone_or_copy, reading
 from compress.registry import StudentMethod, get_method
 from compress.reports.records import RunRecord
 from compress.runs.config import RunConfig, result_settings
@@ -86,14 +86,15 @@ def restore(key: str, run_dir: Path, config: RunConfig, parent: tuple[Path, RunR
     """Put the run stored under ``key`` at ``run_dir`` (which must not exist), its paths rewritten to its new place;
     whether there was one to restore."""
     entry = _entry(key)
-    if run_dir.exists() or verify(entry) is not None:
-        return False
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(run_dir) as tmp:
-        shutil.copytree(entry, tmp, dirs_exist_ok=True, copy_function=clone_or_copy,
-                        ignore=shutil.ignore_patterns(CHECKSUMS))
-        _relocate(tmp, run_dir, config, parent)
-        mark_run(tmp)
+    with reading(entry):   # a prune of the cache meanwhile leaves the entry alone
+        if run_dir.exists() or verify(entry) is not None:
+            return False
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_dir(run_dir) as tmp:
+            shutil.copytree(entry, tmp, dirs_exist_ok=True, copy_function=clone_or_copy,
+                            ignore=shutil.ignore_patterns(CHECKSUMS))
+            _relocate(tmp, run_dir, config, parent)
+            mark_run(tmp)
     return True
 
 
