@@ -178,7 +178,7 @@ def reading(target: Path) -> Iterator[None]:
 
     Taken without waiting: where a writer holds the lock (building or removing the entry) the read goes on without
     it, as reads did before (the entry's checksums catch what a writer changed). Nothing is taken where this process
-    holds the target's lock already. The lock file stays for the next reader or writer (a writer removes it)."""
+    holds the target's lock already. The last process to let go of the lock file removes it."""
     path = lock_path(Path(target).absolute())
     fd = None
     if path not in _held and path.parent.is_dir():
@@ -199,6 +199,12 @@ def reading(target: Path) -> Iterator[None]:
         yield
     finally:
         if fd is not None:
+            try:   # the last one out removes the file, as a writer does (a later one checks the inode it locked)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    path.unlink()
+            except OSError:   # another reader or a writer holds it now: it stays for them
+                pass
             os.close(fd)
 
 

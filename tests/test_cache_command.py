@@ -344,6 +344,7 @@ def test_an_entry_another_process_is_reading_is_kept_by_a_prune(root):
     finally:
         child.stdin.close()
         child.wait(timeout=HANG_GUARD)
+    assert not lock_path(read).exists()   # the last reader out removes the lock file, as a writer does
     done = run_cli("cache", "prune", "--older-than", "0s", env={"COMPRESS_CACHE": str(root)})
     assert done.returncode == 0, done.stderr
     assert not read.exists()
