@@ -146,8 +146,7 @@ def compare(
         from compress.inference.export_plan import export_command
 
         console.print(f"the fastest model that keeps {RETENTION_TARGET:.0%} of the teacher beyond its interval is "
-                      f"{escape(name)}; export "
-                      f"it: {escape(export_command(run_dir))}", highlight=False, soft_wrap=True)
+                      f"{escape(name)}; export it: {escape(export_command(run_dir))}", highlight=False, soft_wrap=True)
 
 
 def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | None,
