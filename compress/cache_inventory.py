@@ -41,6 +41,7 @@ from pathlib import Path
 
 from compress.errors import CompressError
 from compress.paths import cache_dir, holder, lock_path, try_lock
+from compress.quantities import human_age, human_size
 
 # The marker files entries carry, as the modules that write them name them (compress.cache.CHECKSUMS,
 # compress.data.sources.MANIFEST; tests/test_cache_command.py checks they agree). Imported by name they would pull in
@@ -294,48 +295,6 @@ class PruneRule:
             raise CompressError(f"--keep-last must be 0 or more, got {self.keep_last}.")
         if self.max_size is not None and self.max_size < 0:
             raise CompressError(f"--max-size must be 0 or more, got {self.max_size} bytes.")
-
-
-# --- values --------------------------------------------------------------------------------------------------------
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-               "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_duration(text: str, option: str = "--older-than") -> float:
-    """Seconds in ``text``: a number and a unit, s, m, h or d (``30d``, ``12h``, ``1.5d``)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd])\s*", text.lower())
-    if not match:
-        raise CompressError(f"{option} takes a number and a unit, s, m, h or d (e.g. 30d or 12h), not {text!r}.")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-
-
-def parse_size(text: str, option: str = "--max-size") -> int:
-    """Bytes in ``text``: a number and an optional unit, K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", text.lower())
-    if not match or match.group(2) not in _SIZE_UNITS:
-        raise CompressError(f"{option} takes a size such as 20G, 500M or 2GiB (0 or more), not {text!r}.")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
-
-
-def human_size(size: int) -> str:
-    """``size`` bytes for a reader: 512 B, 4.1 KB, 23.6 MB, 1.2 GB (powers of 1000)."""
-    if size < 1000:
-        return f"{size} B"
-    for unit in ("KB", "MB", "GB", "TB"):
-        size /= 1000
-        if size < 999.95 or unit == "TB":
-            return f"{size:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
-def human_age(seconds: float) -> str:
-    """``seconds`` for a reader: 40 s, 12 min, 5 h, 3 d."""
-    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= length:
-            return f"{seconds / length:.0f} {unit}"
-    return f"{seconds:.0f} s"
 
 
 # --- sizes, ages, locks --------------------------------------------------------------------------------------------

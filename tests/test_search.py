@@ -32,7 +32,6 @@ from compress.data.load import load_task
 from compress.registry import Context, Details, Transform, Transformed, get_method
 from compress.registry import method as registry
 from compress.registry.pipeline import Pipeline, Step
-from compress.search.search import parse_budget
 from compress.search.space import Candidate, Space, candidates, compresses_at_least, declared
 from compress.train_config import TrainConfig
 from compress.training import out_of_reach
@@ -54,13 +53,6 @@ def tiny(tmp_path_factory):
 
 
 # --- the space ------------------------------------------------------------------------------------
-
-
-def test_parse_budget_reads_what_people_write():
-    assert parse_budget("90m") == parse_budget("1h30m") == parse_budget("1.5h") == parse_budget("5400s") == 5400
-    assert parse_budget("90") == 5400   # a bare number is minutes
-    with pytest.raises(Exception, match="--budget takes a time"):
-        parse_budget("ninety")
 
 
 def _text(steps: str) -> Candidate:

@@ -27,7 +27,8 @@ def _entry_json(entry: Entry, now: float) -> dict[str, object]:
 def list_cache(as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables.")) -> None:
     """What the cache holds, by kind: each entry's size, age and what made it, and the total (what `du -s` says of the
     root)."""
-    from compress.cache_inventory import human_age, human_size, inventory
+    from compress.cache_inventory import inventory
+    from compress.quantities import human_age, human_size
 
     now = time.time()
     inv = inventory(now=now)
@@ -61,7 +62,7 @@ def list_cache(as_json: bool = typer.Option(False, "--json", help="Print one JSO
 
 
 def _report(done: Removal, what: str, as_json: bool) -> None:
-    from compress.cache_inventory import human_size
+    from compress.quantities import human_size
 
     now = time.time()
     if as_json:
@@ -89,8 +90,8 @@ def _report(done: Removal, what: str, as_json: bool) -> None:
 
 @app.command()
 def prune(
-    older_than: str | None = typer.Option(None, "--older-than", help="Remove entries not modified for this long: a "
-                                                                     "number and s, m, h or d (30d, 12h)."),
+    older_than: str | None = typer.Option(None, "--older-than", help="Remove entries not modified for this long: "
+                                                                     "30d, 12h, 1d12h (d, h, m, s)."),
     keep_last: int | None = typer.Option(None, "--keep-last", min=0, help="Keep the N newest entries of each kind, "
                                                                          "remove the others."),
     max_size: str | None = typer.Option(None, "--max-size", help="Then remove the oldest entries until the cache is "
@@ -99,11 +100,12 @@ def prune(
 ) -> None:
     """Remove old entries (and what killed processes left behind), never one in use nor anything compress did not
     write, and say what that freed."""
-    from compress.cache_inventory import PruneRule, parse_duration, parse_size
+    from compress.cache_inventory import PruneRule
     from compress.cache_inventory import prune as prune_cache
+    from compress.quantities import parse_duration, parse_size
 
-    rule = PruneRule(older_than=parse_duration(older_than) if older_than is not None else None, keep_last=keep_last,
-                     max_size=parse_size(max_size) if max_size is not None else None)
+    rule = PruneRule(older_than=parse_duration(older_than, "--older-than") if older_than is not None else None,
+                     keep_last=keep_last, max_size=parse_size(max_size) if max_size is not None else None)
     _report(prune_cache(rule), "pruned", as_json)
 
 

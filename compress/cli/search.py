@@ -93,11 +93,12 @@ def search(
     from compress.registry.pipeline import split_list
     from compress.runs.compare_plan import parse_seeds
     from compress.runs.executors import Executor
-    from compress.search.search import SearchConfig, parse_budget
+    from compress.quantities import parse_duration
+    from compress.search.search import SearchConfig
     from compress.search.search import search as run_search
 
     config = SearchConfig(minimize=minimize, min_retention=min_retention, select_on=select_on,
-                          selection_size=selection_size, budget_s=parse_budget(budget),
+                          selection_size=selection_size, budget_s=parse_duration(budget, "--budget", bare="m"),
                           seeds=parse_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
                           against=None if against.lower() == "none" else against, finalists=finalists,
                           teacher=teacher, dataset=dataset, text_column=text_column,

@@ -44,7 +44,6 @@ much and goes on from there.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -83,18 +82,6 @@ from compress.training import resolve_precision
 
 FINALISTS = 2
 SELECT_ON = ("held-out", "dev")
-
-
-def parse_budget(text: str) -> float:
-    """``--budget``: seconds from ``90m``, ``1h30m``, ``1.5h``, ``5400s`` or a bare number of minutes."""
-    value = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", value):
-        return float(value) * 60
-    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
-    if not value or parts is None or not any(parts.groups()):
-        raise CompressError(f"--budget takes a time such as 90m, 1h30m, 1.5h or 5400s, not {text!r}.")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in parts.groups())
-    return hours * 3600 + minutes * 60 + seconds
 
 
 @dataclass
