@@ -512,7 +512,7 @@ def _remove(entry: Entry, root: Path, now: float) -> tuple[int, str | None]:
         os.close(fd)
 
 
-def _apply(inv: Inventory, chosen: list[Entry], now: float, unmet: str | None = None) -> Removal:
+def _apply(inv: Inventory, chosen: list[Entry], now: float) -> Removal:
     removed, skipped, freed = [], [], 0
     for entry in chosen:
         if entry.in_use:
@@ -524,12 +524,12 @@ def _apply(inv: Inventory, chosen: list[Entry], now: float, unmet: str | None = 
             freed += bytes_freed
         else:
             skipped.append(replace(entry, in_use=why))
-    return Removal(inv.root, removed, freed, skipped, inv.others, unmet)
+    return Removal(inv.root, removed, freed, skipped, inv.others)
 
 
-def choose(inv: Inventory, rule: PruneRule, now: float) -> tuple[list[Entry], str | None]:
-    """The entries ``rule`` removes from ``inv`` (in use or not: those in use are then skipped), oldest first, and
-    why ``--max-size`` cannot be met when it cannot. Leftovers of killed processes are always chosen."""
+def choose(inv: Inventory, rule: PruneRule, now: float) -> list[Entry]:
+    """The entries ``rule`` removes from ``inv`` (in use or not: those in use are then skipped), oldest first.
+    Leftovers of killed processes are always chosen."""
     chosen = {e.path: e for e in inv.entries if e.leftover}
     if rule.older_than is not None:
         chosen |= {e.path: e for e in inv.entries if e.age(now) > rule.older_than}
@@ -537,7 +537,6 @@ def choose(inv: Inventory, rule: PruneRule, now: float) -> tuple[list[Entry], st
         for kind in KINDS:
             newest_first = [e for e in inv.entries if e.kind == kind and not e.leftover]
             chosen |= {e.path: e for e in newest_first[rule.keep_last:]}
-    unmet = None
     if rule.max_size is not None:
         size = inv.total - sum(e.size for e in chosen.values() if not e.in_use)
         for entry in sorted(inv.entries, key=lambda e: e.modified):
@@ -546,18 +545,20 @@ def choose(inv: Inventory, rule: PruneRule, now: float) -> tuple[list[Entry], st
             if entry.path not in chosen and not entry.in_use:
                 chosen[entry.path] = entry
                 size -= entry.size
-        if size > rule.max_size:
-            unmet = (f"the cache stays at {human_size(size)}, over --max-size {human_size(rule.max_size)}: what is "
-                     "left is in use, other than compress's, or the folders themselves")
-    return sorted(chosen.values(), key=lambda e: e.modified), unmet
+    return sorted(chosen.values(), key=lambda e: e.modified)
 
 
 def prune(rule: PruneRule, root: Path | None = None, now: float | None = None) -> Removal:
     """Remove the entries ``rule`` chooses (see :func:`choose`) from the cache root, never one in use."""
     now = time.time() if now is None else now
     inv = inventory(root, now)
-    chosen, unmet = choose(inv, rule, now)
-    return _apply(inv, chosen, now, unmet)
+    done = _apply(inv, choose(inv, rule, now), now)
+    left = inv.total - done.freed   # after the removal: an entry that came into use meanwhile stayed
+    if rule.max_size is not None and left > rule.max_size:
+        done = replace(done, unmet=f"the cache stays at {human_size(left)}, over --max-size "
+                                   f"{human_size(rule.max_size)}: what is left is in use, other than compress's, or the "
+                                   "folders themselves")
+    return done
 
 
 def clear(root: Path | None = None, now: float | None = None) -> Removal:

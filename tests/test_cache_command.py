@@ -195,6 +195,18 @@ def test_prune_max_size_removes_the_oldest_until_the_cache_fits(root):
     assert sorted(e["name"] for e in done["removed"]) == ["t1", "t2"] and "over --max-size" in done["unmet"]
 
 
+def test_max_size_says_it_was_not_met_when_an_entry_came_into_use_after_it_was_chosen(root, holder, monkeypatch):
+    old, new = make_entry("teachers", "old", 30_000), make_entry("teachers", "new", 30_000)
+    age(old, 9), age(new, 1)
+    listed = inventory()   # nobody uses either entry when the prune chooses what to remove...
+    holder(lock_path(old))   # ...then a run starts using the one it chose
+    monkeypatch.setattr(cache_inventory, "inventory", lambda *args, **kwargs: listed)
+    limit = du(root) - listed.entries[-1].size
+    done = prune(PruneRule(max_size=limit))
+    assert not done.removed and [e.name for e in done.skipped] == ["old"] and verify(old) is None
+    assert done.unmet is not None and "over --max-size" in done.unmet and du(root) > limit
+
+
 def test_an_entry_whose_lock_is_held_is_never_removed_and_is_reported(root, holder):
     busy, idle = make_entry("teachers", "busy"), make_entry("teachers", "idle")
     age(busy, 50), age(idle, 50)
