@@ -51,17 +51,17 @@ def without_heads(model: Encoder, removed: list[tuple[int, int]]) -> Encoder:
     return prune_model(model, Keep(heads, everything.neurons, everything.layers))
 
 
-def head_curve(model: Encoder, importance: Importance, accuracy: Callable[[Encoder], float],
-               seed: int, split: str = CURVE_SPLIT) -> HeadCurve:
-    """Accuracy (``accuracy(model)``, called 2 x 10 times, on the sentences of ``split``) at each share of heads
-    removed, for both orders."""
+def head_curve(model: Encoder, importance: Importance, accuracy: Callable[[Encoder, str], float],
+               seed: int) -> HeadCurve:
+    """Accuracy (``accuracy(model, split)``, called 2 x 10 times on the :data:`CURVE_SPLIT` sentences, the split the
+    curve records) at each share of heads removed, for both orders."""
     total = sum(len(scores) for scores in importance.heads)
 
     def along(order: list[tuple[int, int]]) -> list[float]:
-        return [accuracy(without_heads(model, order[:round(share * total)])) for share in SHARES]
+        return [accuracy(without_heads(model, order[:round(share * total)]), CURVE_SPLIT) for share in SHARES]
 
     return HeadCurve(list(SHARES), total, seed, importance=along(removal_order(importance, None)),
-                     random=along(removal_order(importance, seed)), split=split)
+                     random=along(removal_order(importance, seed)), split=CURVE_SPLIT)
 
 
 def head_curve_png(curve: HeadCurve, teacher_name: str) -> bytes:

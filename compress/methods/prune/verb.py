@@ -34,7 +34,7 @@ from compress.models.accounting import count_parameters
 from compress.models.checkpoints import model_digest, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.prune.curve import CURVE_SPLIT, SHARES, head_curve, head_curve_png
+from compress.prune.curve import SHARES, head_curve, head_curve_png
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
@@ -127,7 +127,8 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
         if number == 1 and options.head_curve:
             with _bar(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick, \
                     autocast(scoring, device):
-                curve = head_curve(reference, importance, lambda m: _accuracy(m, data, device, tick), context.seed)
+                curve = head_curve(reference, importance, lambda m, split: _accuracy(m, data, split, device, tick),
+                                   context.seed)
             files["head_curve.png"] = head_curve_png(curve, context.name)
         keep = choose(pruned.config, importance, amount)
         pruned = prune_model(pruned, keep)
@@ -154,8 +155,8 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
                        recipe=recovery_recipe(options, first.layers).to_dict())
 
 
-def _accuracy(model: Encoder, data: TokenizedTask, device: torch.device, tick: Callable[[], None]) -> float:
-    accuracy = evaluate(model, data.eval_batches(CURVE_SPLIT), device).primary   # test is kept for judging once
+def _accuracy(model: Encoder, data: TokenizedTask, split: str, device: torch.device, tick: Callable[[], None]) -> float:
+    accuracy = evaluate(model, data.eval_batches(split), device).primary
     tick()
     return accuracy
 
