@@ -338,3 +338,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (:func:`atomic_file`)."""
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (:func:`atomic_file`)."""
+    with atomic_file(path) as tmp:
+        tmp.write_bytes(data)

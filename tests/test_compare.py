@@ -18,7 +18,8 @@ from compress.bench.machine import cpu_features, half_available
 from compress.cache import verify
 from compress.predictions import PREDICTIONS_FILE
 from compress.registry import all_methods, names
-from compress.reports.comparison import REQUIRED_METHOD_FIELDS, precision_phrase, time_phrase
+from compress.reports.comparison_data import REQUIRED_METHOD_FIELDS
+from compress.reports.comparison_rows import precision_phrase, time_phrase
 from compress.reports.records import Comparison, read_run_record
 from compress.runs.compare import completed_run, run_dir_of
 from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, default_methods, plan_runs

@@ -13,14 +13,10 @@ from matplotlib.image import imread
 from compress.errors import CompressError
 from compress.models.accounting import COMPONENTS
 from compress.ownership import MARKER
-from compress.reports.comparison import (
-    HEADERS,
-    REQUIRED_METHOD_FIELDS,
-    render_directory,
-    render_markdown,
-    validate_comparison,
-    write_comparison,
-)
+from compress.reports.comparison import render_directory, write_comparison
+from compress.reports.comparison_data import REQUIRED_METHOD_FIELDS, validate_comparison
+from compress.reports.comparison_markdown import render_markdown
+from compress.reports.comparison_rows import HEADERS
 from compress.reports.verdicts import pareto_front
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,9 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from compress.data.named import NAMED_DATASETS, load_named
-from compress.reports.comparison import render_html, render_markdown
 from compress.reports.comparison_data import read_comparison
+from compress.reports.comparison_html import render_html
+from compress.reports.comparison_markdown import render_markdown
 from compress.reports.metric_agreement import disagreements, metric_table
 
 

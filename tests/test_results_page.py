@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import REPO, run_cli
 
-from compress.reports.comparison import render_brief
+from compress.reports.comparison_markdown import render_brief
 
 FIXTURE = REPO / "tests" / "fixtures" / "before_r3_2" / "comparison.json"
 

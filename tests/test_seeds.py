@@ -11,8 +11,9 @@ import pytest
 
 from compress.errors import CompressError
 from compress.predictions import Predictions, load_predictions, save_predictions
-from compress.reports.comparison import render_html, render_markdown
 from compress.reports.comparison_data import read_comparison
+from compress.reports.comparison_html import render_html
+from compress.reports.comparison_markdown import render_markdown
 from compress.reports.verdicts import chosen, front_names, verdict
 from compress.runs.compare_plan import parse_seeds, plan_runs, plan_seeds
 from compress.stats import ratio_quartiles
@@ -267,7 +268,7 @@ def test_each_rows_recipe_and_held_out_retention_are_in_the_report_the_page_and_
     the recipe that trained it, in comparison.md, comparison.html and the results page's section."""
     import json
 
-    from compress.reports.comparison import render_summary
+    from compress.reports.comparison_markdown import render_summary
 
     data = copy.deepcopy(_comparison())
     data["methods"][0] |= {"recipe": "default", "held_out_retention": _interval(0.962, 0.012)}

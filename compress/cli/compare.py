@@ -276,7 +276,7 @@ def _table(comparison: ShownComparison) -> Table:
     # The numbers never shrink (a narrow or absent terminal truncated them to "accura…"); a long method name
     # folds onto more lines instead.
     table.add_column("method", overflow="fold", ratio=1)
-    from compress.reports.comparison import in_metric
+    from compress.reports.comparison_data import in_metric
 
     for name in ("params", "MB", in_metric("accuracy (%)", comparison).removesuffix(" (%)"), "retention",
                  "latency ms", "speed-up"):

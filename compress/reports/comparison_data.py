@@ -6,7 +6,8 @@ rows with ``layers`` instead of ``sections``), so beyond the fields :func:`valid
 field may be missing and any number may be null (not measured). This module is the one place that knows
 that: it validates, then turns the JSON into the dataclasses below, where everything that may be missing is
 Optional (None: missing, null, NaN, infinite or not a number). The renderers in
-:mod:`compress.reports.comparison` and :mod:`compress.reports.plots` draw from these alone; they show None as
+:mod:`compress.reports.comparison_markdown`, :mod:`compress.reports.comparison_html` (through the rows of
+:mod:`compress.reports.comparison_rows`) and :mod:`compress.reports.plots` draw from these alone; they show None as
 "–" and leave it out of the plots.
 """
 

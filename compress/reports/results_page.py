@@ -11,7 +11,7 @@ from pathlib import Path
 
 from compress.errors import CompressError
 from compress.paths import atomic_write_text
-from compress.reports.comparison import render_summary
+from compress.reports.comparison_markdown import render_summary
 
 DIRECTORY = Path("docs/results")
 PAGE = Path("docs/results.md")

@@ -11,8 +11,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from compress.paths import atomic_write_text
-from compress.reports.comparison import CSS, _atomic_write_bytes
+from compress.paths import atomic_write_bytes, atomic_write_text
+from compress.reports.comparison_html import CSS
 from compress.search.ledger import DISAGREEMENT, FIDELITIES, CandidateRecord, SearchRecord
 from compress.search.resolution import DEVIATION
 from compress.task_metrics import METRICS
@@ -312,7 +312,7 @@ def write_search_report(record: SearchRecord, directory: Path) -> list[Path]:
     """search.md, search.html and search.png in ``directory`` (each written whole, then renamed)."""
     directory = Path(directory)
     png = plot_png(record)
-    _atomic_write_bytes(directory / "search.png", png)
+    atomic_write_bytes(directory / "search.png", png)
     atomic_write_text(directory / "search.md", render_markdown(record))
     atomic_write_text(directory / "search.html", render_html(record, png))
     return [directory / name for name in ("search.md", "search.html", "search.png")]
