@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from helpers import HANG_GUARD, REPO, run_cli
 
-from compress import cache_inventory
+from compress import cache_inventory, cache_kinds
 from compress.cache import cached, verify
-from compress.cache_inventory import KINDS, PruneRule, inventory, prune
+from compress.cache_inventory import PruneRule, inventory, prune
+from compress.cache_kinds import KINDS
 from compress.quantities import human_size
 from compress.errors import CompressError
 from compress.paths import cache_dir, lock_path
@@ -322,9 +323,9 @@ def test_the_markers_are_the_ones_the_writers_use():
     from compress import cache
     from compress.data import sources
 
-    assert cache_inventory.CHECKSUMS == cache.CHECKSUMS
-    assert cache_inventory.MANIFEST == sources.MANIFEST
-    assert f'"{cache_inventory.UNFINISHED_DIGESTS}"' in (REPO / "compress" / "resume.py").read_text()
+    assert cache_kinds.CHECKSUMS == cache.CHECKSUMS
+    assert cache_kinds.MANIFEST == sources.MANIFEST
+    assert f'"{cache_kinds.UNFINISHED_DIGESTS}"' in (REPO / "compress" / "resume.py").read_text()
 
 
 def test_cache_list_imports_no_heavy_library(root):
@@ -333,7 +334,7 @@ def test_cache_list_imports_no_heavy_library(root):
                           text=True, cwd=REPO, env={**os.environ, "COMPRESS_CACHE": str(root)}, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "compress.cache_inventory" in imported
+    assert "compress.cache_inventory" in imported and "compress.cache_kinds" in imported
     assert not imported & {"torch", "transformers", "datasets"}
 
 
