@@ -138,7 +138,10 @@ def test_an_exported_folder_serves_without_compress_as_its_card_says(runs, tmp_p
     assert served.returncode == 0, served.stderr
     logits = np.array(json.loads(served.stdout.splitlines()[-1]))
     recorded = load_predictions(run_dir, record["predictions"])
-    np.testing.assert_allclose(logits, recorded.logits, rtol=0, atol=1e-4)
+    # A run measured on ONNX Runtime, served by it with the run's own session settings (config.json's), gives the
+    # run's logits exactly; another runtime computes the same model with its own kernels
+    same_runtime = format == "onnx" and record["speed"]["student"]["backend"] == "onnxruntime"
+    np.testing.assert_allclose(logits, recorded.logits, rtol=0, atol=0 if same_runtime else 1e-4)
     if format != "hf":
         config = json.loads((out / "config.json").read_text())
         assert config["labels"] == ["neg", "pos"] and config["max_length"] == record["seq_len"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from compress.errors import CompressError
 from compress.inference.export_plan import ExportPlan, plan_export
@@ -51,22 +51,30 @@ class ServingConfig(TypedDict):
     preprocessing: str
     postprocessing: str
     pad_token_id: int
+    disabled_optimizers: NotRequired[list[str]]   # onnx: the graph optimizations the run's sessions left out
 
 
 def serving_config(plan: ExportPlan, model_file: str) -> ServingConfig:
     """config.json of an onnx or openvino folder: what a server needs around the model."""
     regression = (plan.record.student.config or {}).get("num_labels") == 1
-    return {"format": EXPORT_FORMAT, "runtime": "onnxruntime" if plan.format == "onnx" else "openvino",
-            "model": model_file, "dtype": plan.dtype,
-            "task": "regression" if regression else "text-classification",
-            "labels": list(plan.record.dataset.label_names or []), "text_pairs": takes_pairs(plan.record, plan.config),
-            "max_length": int(plan.config.get("max_length") or plan.record.seq_len),
-            "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "logits",
-            "preprocessing": "tokenizer.json: truncate to max_length tokens (special tokens included), pad each batch "
-                             "to its longest text with the pad token, attention_mask 1 on tokens and 0 on padding",
-            "postprocessing": "the value is logits[:, 0]" if regression else
-                              "softmax over logits; the label is labels[argmax]",
-            "pad_token_id": _pad_id(plan.model_dir)}
+    config: ServingConfig = {
+        "format": EXPORT_FORMAT, "runtime": "onnxruntime" if plan.format == "onnx" else "openvino",
+        "model": model_file, "dtype": plan.dtype, "task": "regression" if regression else "text-classification",
+        "labels": list(plan.record.dataset.label_names or []), "text_pairs": takes_pairs(plan.record, plan.config),
+        "max_length": int(plan.config.get("max_length") or plan.record.seq_len),
+        "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "logits",
+        "preprocessing": "tokenizer.json: truncate to max_length tokens (special tokens included), pad each batch to "
+                         "its longest text with the pad token, attention_mask 1 on tokens and 0 on padding",
+        "postprocessing": "the value is logits[:, 0]" if regression else
+                          "softmax over logits; the label is labels[argmax]",
+        "pad_token_id": _pad_id(plan.model_dir)}
+    if plan.format == "onnx":
+        from compress.quantize.predictors import SLOW_FUSIONS
+
+        # The run's answers and speeds came from sessions without these fusions; with them, a quantized model's
+        # logits move by up to 0.2 and an answer near the boundary can flip (measured on MR's size-search chain).
+        config["disabled_optimizers"] = list(SLOW_FUSIONS)
+    return config
 
 
 def _pad_id(model_dir: Path) -> int:

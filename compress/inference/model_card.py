@@ -63,7 +63,8 @@ def _code(plan: ExportPlan, folder: Path, model_file: str) -> str:
             f"        return model(**{call}).logits.numpy()",
             f"print({shown})"])
     if plan.format == "onnx":
-        runtime = ["import onnxruntime", "session = onnxruntime.InferenceSession(f\"{folder}/" + model_file + "\")",
+        runtime = ["import onnxruntime", "session = onnxruntime.InferenceSession(f\"{folder}/" + model_file
+                   + "\", disabled_optimizers=config[\"disabled_optimizers\"])",
                    "names = [i.name for i in session.get_inputs()]"]
         run = "session.run([\"logits\"], feeds)[0]"
     else:
