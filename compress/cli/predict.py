@@ -43,7 +43,8 @@ def predict(
                                                         "text pairs)."),
     file: str = typer.Option(None, "--file", help="A file of texts: one a line, or a table's text column (and its "
                                                   "pair column, for a task of pairs)."),
-    batch_size: int = typer.Option(32, help="Texts answered in one call of the model."),
+    batch_size: int = typer.Option(32, help="Texts answered in one call of the model; 1 answers a dynamically "
+                                            "quantized model exactly as its run scored it."),
     threads: int = typer.Option(None, help="Threads the model computes with (default: every CPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the answers as JSON: label, score and every class's "
                                                        "probability (a regression's value)."),
