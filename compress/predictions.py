@@ -22,7 +22,9 @@ from compress.metrics import Metrics
 from compress.task_metrics import TaskMetric
 
 PREDICTIONS_FILE = "predictions.safetensors"
-FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors", "select": "select_predictions.safetensors"}
+FILES = {"test": PREDICTIONS_FILE, "dev": "dev_predictions.safetensors", "select": "select_predictions.safetensors",
+         # the teacher's, on the same sentences: what the run's retention intervals are paired with
+         "teacher_test": "teacher_predictions.safetensors", "teacher_dev": "teacher_dev_predictions.safetensors"}
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     out, done = _run(tiny, method, *METHOD_FLAGS[method], "--json")
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {"config.json", "student", "metrics.json", "manifest.json", "log.jsonl",
-                                              "report.md", PREDICTIONS_FILE, FILES["dev"], MARKER}
+                                              "report.md", PREDICTIONS_FILE, FILES["dev"], FILES["teacher_test"],
+                                              FILES["teacher_dev"], MARKER}
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == {k: v for k, v in json.loads(done.stdout).items() if k != "directory"}
@@ -100,7 +101,7 @@ def test_run_writes_a_complete_run_directory(tiny, method):
         metrics["seconds"] + 0.11
     steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert any(r.get("event") == "dev" for r in steps) and all("stage" in r for r in steps)
-    assert "Retention" in (out / "report.md").read_text()
+    _check_retentions(out, metrics)
 
     # The exported student reloads in transformers with the logits of our encoder.
     ours = load_encoder(out / "student").model
@@ -110,6 +111,24 @@ def test_run_writes_a_complete_run_directory(tiny, method):
     with torch.no_grad():
         torch.testing.assert_close(theirs(input_ids=ids, attention_mask=mask).logits,
                                    ours(ids, mask).logits, atol=1e-5, rtol=0)
+
+
+def _check_retentions(out, metrics) -> None:
+    """The run kept the teacher's test and dev predictions, its retention on each split is the ratio of the two
+    accuracies on those sentences, inside its interval, and report.md states both intervals."""
+    report = (out / "report.md").read_text()
+    for split, student_file in (("test", "test"), ("dev", "dev")):
+        teacher = load_predictions(out, metrics["teacher_predictions"][split], f"teacher_{split}")
+        student = load_predictions(out, metrics["predictions" if split == "test" else "dev_predictions"], student_file)
+        assert (teacher.labels == student.labels).all()
+        kept = metrics["retentions"][split]
+        assert kept["estimate"] == pytest.approx(student.correct.mean() / teacher.correct.mean())
+        assert kept["low"] <= kept["estimate"] <= kept["high"] and kept["level"] == 0.95
+        assert f"{kept['low']:.1%}-{kept['high']:.1%}".replace("%-", "-") in report
+    assert metrics["retentions"]["test"]["estimate"] == pytest.approx(metrics["retention"])
+    sizes = metrics["dataset"]["sizes"]
+    assert f"on the {sizes['test']:,} test sentences, 95% interval" in report
+    assert f"On the {sizes['dev']:,} dev sentences: {metrics['retentions']['dev']['estimate']:.1%}" in report
 
 
 def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
@@ -275,7 +294,8 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     chained = out.parent / f"{out.name}-int8"
     assert printed["chained"]["directory"] == str(chained)
     assert {p.name for p in chained.iterdir()} == {"config.json", "model", "metrics.json", "manifest.json", "report.md",
-                                                  PREDICTIONS_FILE, FILES["dev"], MARKER}
+                                                  PREDICTIONS_FILE, FILES["dev"], FILES["teacher_test"],
+                                                  FILES["teacher_dev"], MARKER}
 
     parent = json.loads((out / "metrics.json").read_text())
     metrics = json.loads((chained / "metrics.json").read_text())
@@ -283,6 +303,8 @@ def test_distillation_then_int8_writes_both_runs_and_the_chain(tiny):
     assert config["parent"] == str(out) and metrics["source"]["parent"] == str(out)
     assert metrics["source"]["accuracy"] == parent["student"]["accuracy"]
     assert metrics["teacher"] == parent["teacher"]  # retention stays measured against the same teacher
+    assert metrics["teacher_predictions"] == parent["teacher_predictions"]   # the same teacher answers, carried on
+    _check_retentions(chained, metrics)
     q = metrics["details"]
     # auto measured every backend, scored each on dev, and kept the fastest of those keeping 99% of fp32's accuracy
     assert set(q["measured"]) == set(q["dev_accuracy"]) == {"torch", "onnxruntime", "openvino"}

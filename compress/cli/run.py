@@ -151,13 +151,15 @@ run.__doc__ = _help()
 
 def _summary(record: RunRecord, directory) -> None:
     """The run in a few lines: the numbers every run has, then the method's own lines (its ``summary_lines``)."""
+    from compress.reports.run_record import retention_summary
+
     t, s = record.teacher, record.student
     what = f"{s.dtype} on {s.backend}" if record.quantized else f"{s.params / 1e6:.1f}M params"
     console.print(
         f"[bold]{escape(record.method)}[/]: teacher {t.params / 1e6:.1f}M params, {t.size_bytes / 1e6:.1f} MB, test "
         f"{score_text(t)}; student {what}, {s.size_bytes / 1e6:.1f} MB "
         f"({record.ratios['size_bytes']:.2f}x smaller), test {score_text(s)}; "
-        f"retention [bold]{record.retention:.1%}[/]"
+        f"retention [bold]{escape(retention_summary(record))}[/]"
     )
     if record.details is not None:
         for line in get_method(record.method).summary_lines(record):

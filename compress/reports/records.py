@@ -26,6 +26,11 @@ metrics.json, schema version 4 (versions 2 and 3 are still read)::
     phases    seconds by phase: training (its stages), making (the rest of the method's own work: quantizing,
               scoring, factorizing), evaluating (dev and test), timing (against its source), saving; absent in
               records written before runs kept them
+    teacher_predictions  {test, dev}: the SHA-256 of teacher_predictions.safetensors and
+              teacher_dev_predictions.safetensors, the teacher's logits on the same sentences
+    retentions  {test, dev}: the retention on each split with its 95% interval over that split's sentences, paired
+              with the teacher on the same sentences (compress.runs.paired); the three absent in records written
+              before runs kept them, or where the teacher's predictions were not at hand (a transform of such a run)
 
 ``params`` counts embeddings + encoder + pooler (as transformers' BertModel does); ``size_bytes``
 is measured from the weight files written; ``flops`` are per sequence of ``seq_len`` tokens.
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, TypeVar
 
@@ -250,6 +255,8 @@ class RunRecord:
     phases: dict[str, float] | None = None   # seconds by phase (see above; None: made before runs kept them)
     metric: str | None = None        # --metric: what retention is of (None: the task's default, accuracy or Pearson)
     model_files: dict[str, str] | None = None   # SHA-256 of each file of its model/ or student/ (None: older)
+    teacher_predictions: dict[str, str] | None = None   # SHA-256 of the teacher's test and dev predictions
+    retentions: dict[str, IntervalRecord] | None = None   # test's and dev's retention, each with its interval
     schema_version: int = RUN_SCHEMA
 
     def to_dict(self) -> JSONObject:
@@ -268,9 +275,7 @@ class RunRecord:
             *older, newest = map(str, READABLE_RUN_SCHEMAS)
             raise CompressError(f"{run_dir}/metrics.json has schema version {version}, this compress reads "
                                 f"{', '.join(older)} or {newest}; run it again.")
-        required = [f.name for f in fields(cls) if f.name not in ("chain", "source", "details", "predictions",
-                                                                      "dev_predictions", "select_predictions", "phases",
-                                                                      "metric", "model_files", "schema_version")]
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
         missing = [k for k in required if k not in data]
         if missing:
             raise CompressError(f"{run_dir}/metrics.json lacks {', '.join(missing)}; run it again.")

@@ -66,3 +66,16 @@ def differences(scored: dict[str, Scored]) -> list[Difference]:
     ``b``), paired, with the p-value its intervals imply (the report corrects them for their number: Holm)."""
     return [Difference(a, b, record(interval), p=round(p, 6))
             for (a, b), (interval, p) in difference_tests(scored).items()]
+
+
+def run_retentions(student: dict[str, Predictions], teacher: dict[str, Predictions],
+                   metric: TaskMetric) -> dict[str, IntervalRecord]:
+    """One run's retention on each split both models answered (test, dev), with its interval over that split's
+    sentences, paired with the teacher on the same sentences; a split whose teacher scores 0 or less has none."""
+    retentions = {}
+    for split in student.keys() & teacher.keys():
+        evidence = teacher_evidence(teacher[split], metric)
+        if evidence.value() > 0:
+            runs = method_evidence(f"the run's {split} answers", [student[split]], teacher[split], metric)
+            retentions[split] = record(retention_interval(runs, evidence))
+    return dict(sorted(retentions.items(), key=lambda item: item[0] != "test"))

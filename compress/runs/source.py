@@ -5,20 +5,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.task import TaskData
+from compress.distill.teacher_logits import teacher_logits
 from compress.errors import CompressError
 from compress.models.checkpoints import load_encoder
 from compress.models.encoder import Encoder
+from compress.predictions import Predictions, load_predictions
 from compress.reports.records import ChainStep, ModelRecord, RunRecord, RunSettings, SavedConfig, read_run_record
 from compress.reports.run_record import teacher_record
 from compress.runs.config import RunConfig, claimed, out_dir, run_task
 from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
+TEACHER_OUTPUTS = ("test", "dev")   # the splits whose teacher predictions a run keeps
 # What a transform takes from the run it transforms: its teacher and its data, as that run read them (a run made
 # before hold_out or task existed held nothing out and read its labels as auto does).
 SETTINGS = ("teacher", "dataset", "text_column", "text_pair_column", "label_column", "task", "dedupe", "hold_out")
@@ -39,6 +42,9 @@ class Source:
     parent: str | None             # the run directory quantized, if any
     settings: RunSettings          # teacher, dataset and columns it was made with (SETTINGS)
     chain: list[ChainStep]         # the steps that made it ([] for the teacher)
+    # the fine-tuned teacher's predictions on "test" and "dev", what the run's retention intervals pair with (empty:
+    # a run made before runs kept them)
+    teacher_outputs: dict[str, Predictions] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -52,7 +58,11 @@ def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeac
     against (``data``: the task as the teacher tokenizes it, or a student's augmented copy of that)."""
     entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
     settings: RunSettings = {k: getattr(config, k) for k in SETTINGS}  # type: ignore[assignment]
-    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [])
+    outputs = {split: Predictions.of(teacher_logits(model, data, split, finetuned.record["fingerprint"],
+                                                    next(model.parameters()).device, show_progress=False),
+                                     data.splits[split]["labels"]) for split in TEACHER_OUTPUTS}
+    return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [],
+                  outputs)
 
 
 def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
@@ -82,7 +92,15 @@ def run_source(run_dir: Path) -> Source:
     student_dir = run_dir / "student"
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
-                  parent.teacher, parent.student, str(run_dir), settings, parent.chain)
+                  parent.teacher, parent.student, str(run_dir), settings, parent.chain,
+                  kept_teacher_outputs(run_dir, parent))
+
+
+def kept_teacher_outputs(run_dir: Path, record: RunRecord) -> dict[str, Predictions]:
+    """The teacher's predictions a run kept beside its own (none where it kept none: an older run)."""
+    kept = record.teacher_predictions or {}
+    return {split: load_predictions(run_dir, kept[split], f"teacher_{split}") for split in TEACHER_OUTPUTS
+            if split in kept}
 
 
 @contextmanager

@@ -15,6 +15,8 @@ Run directory (written to a temporary sibling and renamed when complete, like ev
     manifest.json  versions, CPU, threads, seed, split fingerprint
     log.jsonl      training losses, when the run trained (students, pruning's recovery)
     predictions.safetensors  the test split's logits and labels, example by example (compress.predictions)
+    dev_predictions.safetensors  the same on dev; teacher_predictions.safetensors and
+                   teacher_dev_predictions.safetensors the teacher's, which the retention intervals pair with
     report.md      the same, for people; the method writes its own section
     ...            files of the method's own (pruning: importance.json, head_curve.png)
 """
@@ -48,8 +50,10 @@ from compress.registry.pipeline import Step
 from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRecord
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_report
 from compress.runs.config import RunConfig, RunResult, run_directory
+from compress.runs.paired import run_retentions
 from compress.runs.source import Source, claimed_source
 from compress.students.transfer import TransferRequest, with_transfer
+from compress.task_metrics import resolve_metric
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_weights
 from compress.train_config import StageRecord, TrainSettings
 from compress.training import predict
@@ -170,6 +174,9 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
     predictions_sha256 = save_predictions(predictions, tmp)
     dev_sha256 = save_predictions(dev, tmp, "dev")
     select_sha256 = save_predictions(select, tmp, SELECT) if select is not None else None
+    teacher_sha256 = {split: save_predictions(kept, tmp, f"teacher_{split}")
+                      for split, kept in source.teacher_outputs.items()}
+    metric = resolve_metric(config.metric, regression=source.task.regression, classes=source.task.num_labels)
     teacher, entry = source.teacher, source.entry
     trained = method.kind == "student"   # a student is measured against its teacher, not "a source"
     speed = {"teacher" if trained else "source": speed["source"], "student": speed["student"]} | \
@@ -184,6 +191,8 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         speed=speed, details=made.details, predictions=predictions_sha256, dev_predictions=dev_sha256,
         select_predictions=select_sha256, metric=config.metric,
         model_files=model_files(model_dir_of(tmp)),
+        teacher_predictions=teacher_sha256 or None,
+        retentions=run_retentions({"test": predictions, "dev": dev}, source.teacher_outputs, metric) or None,
         phases=run_phases(seconds, made.stages, evaluated - started, timed - evaluated, time.perf_counter() - timed),
     )
     full_config = SavedConfig(run=asdict(config), options=asdict(options),
