@@ -30,10 +30,11 @@ import torch
 
 from compress.cache import sha256_file
 from compress.distributed import world
+from compress.kept_weights import KeptState
 from compress.paths import atomic_file, atomic_write_text, cache_dir, notice
 from compress.train_config import DEFAULT_EVERY, StageRecord
 
-FORMAT = 2   # 2: the state's sha256 recorded beside it
+FORMAT = 3   # 2: the state's sha256 recorded beside it; 3: the kept weights and the running average
 
 
 class RngState(TypedDict, total=False):
@@ -55,6 +56,9 @@ class StageProgress(TypedDict):
     stopped_early: bool
     stop_reason: str | None
     warnings: list[str]
+    cooldown_steps: int | None
+    kept_step: int
+    kept_average: bool
 
 
 class TrainState(TypedDict):
@@ -70,8 +74,8 @@ class TrainState(TypedDict):
     scheduler: dict[str, Any]
     scaler: dict[str, float]      # GradScaler's scale, factors, interval and tracker (empty unless fp16)
     rng: RngState
-    best_score: float | None
-    best_state: dict[str, torch.Tensor] | None
+    kept: KeptState               # the best weights evaluated so far (compress.kept_weights)
+    average: dict[str, torch.Tensor] | None   # the running average of the weights, where the stage keeps one
     bad_epochs: int
     result: StageProgress
 

@@ -60,6 +60,13 @@ class TrainConfig:
     precision: str = "fp32"          # fp32, bf16 / fp16 autocast for the forward pass, or auto (measured per stage)
     stop_below: float | None = None  # stop once the dev metric cannot reach this in the epochs left (a search's bar)
     gain_per_epoch: float = BAR_GAIN_PER_EPOCH  # what an epoch left may add at most, unless this stage gained more
+    # What chooses the weights a stage keeps: "metric" (the dev metric above, or loss), or "divergence" (how far the
+    # dev answers are from the teacher's: a distillation stage's low-noise signal, compress.distill.stage)
+    select: str = "metric"
+    eval_every: int | None = None    # steps between dev evaluations inside an epoch (None: evals_per_epoch)
+    evals_per_epoch: int = 1         # dev evaluations an epoch, its end included (where eval_every is None)
+    average: float | None = None     # keep an exponential moving average of the weights with this decay (None: none)
+    cooldown: float = 0.1            # a stage stopped by patience first decays its lr to 0 over this share of an epoch
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "eval_batch_size"):
@@ -76,6 +83,15 @@ class TrainConfig:
         if self.precision not in PRECISION_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got {self.precision!r}.")
         check_schedule(self.warmup_ratio, self.decay)
+        if self.select not in SELECTIONS:
+            raise ValueError(f"select must be one of {', '.join(SELECTIONS)}, got {self.select!r}.")
+        check_evaluations(self.eval_every)
+        if self.evals_per_epoch < 1:
+            raise ValueError(f"evals_per_epoch must be a positive integer, got {self.evals_per_epoch}.")
+        if self.average is not None and not 0 < self.average < 1:
+            raise ValueError(f"average is an exponential moving average's decay, in (0, 1), got {self.average}.")
+        if not 0 < self.cooldown <= 1:
+            raise ValueError(f"cooldown is a share of an epoch, in (0, 1], got {self.cooldown}.")
 
 
 class TrainConfigData(TypedDict, total=False):
@@ -97,9 +113,25 @@ class TrainConfigData(TypedDict, total=False):
     precision: str
     stop_below: float | None
     gain_per_epoch: float
+    select: str
+    eval_every: int | None
+    evals_per_epoch: int
+    average: float | None
+    cooldown: float
 
 
 DECAYS = ("linear", "cosine", "constant")
+SELECTIONS = ("metric", "divergence")
+# What a fingerprint leaves out at these values: fields added later, at the value that means what was done before them
+# (compress.teachers.finetune keys a fine-tuned teacher by its TrainConfig).
+LATER_DEFAULTS = {"select": "metric", "eval_every": None, "evals_per_epoch": 1, "average": None, "cooldown": 0.1}
+
+
+def check_evaluations(eval_every: int | None) -> None:
+    """One sentence for an evaluation interval that is not a positive number of steps."""
+    if eval_every is not None and (isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1):
+        raise CompressError(f"--eval-every is a number of training steps between dev evaluations, 1 or more, got "
+                            f"{eval_every}.")
 
 
 def check_schedule(warmup: float | None, decay: str | None) -> None:
@@ -144,6 +176,11 @@ class StageRecord(TypedDict, total=False):
     seconds: float
     stopped_early: bool
     stop_reason: str              # why it stopped early: "patience", or "bar" (it could not reach stop_below)
+    cooldown_steps: int           # stopped by patience: the steps its learning rate took to decay to zero first
+    selected_on: str              # what chose the kept weights: the dev metric's name, "loss", or "divergence"
+    kept_step: int                # the optimizer step the kept weights were taken at
+    kept_average: bool            # the kept weights are the running average's (TrainConfig.average)
+    soft_targets: str             # "teacher": a recovery learned its soft targets from the fine-tuned teacher
     precision: str                # what it trained in (auto resolved: see compress.step_precision)
     step_ms: dict[str, float]     # under auto, the median training step in each precision it timed
     warnings: list[str]
@@ -164,3 +201,9 @@ class TrainSettings:
     stop_below: float | None = None   # a search's bar on dev accuracy (TrainConfig.stop_below)
     metric: str = "accuracy"          # the dev metric that picks each stage's best epoch (TrainConfig.metric)
     min_epochs: int | None = None     # every stage's epochs raised to at least this (the run's recipe's ceiling)
+    copies_per_epoch: int | None = None   # augmented copies each epoch learns from, in turn (None: every copy)
+    select: str = "metric"            # what a prediction stage keeps its weights by (TrainConfig.select)
+    eval_every: int | None = None     # steps between dev evaluations inside an epoch (TrainConfig.eval_every)
+    evals_per_epoch: int = 1          # dev evaluations an epoch where eval_every is None (TrainConfig.evals_per_epoch)
+    average: float | None = None      # the decay of the weights' running average, or None (TrainConfig.average)
+    taught_by: str = "parent"         # a recovery's soft targets: the model it was given's, or the teacher's

@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import IO
 
 import numpy as np
@@ -28,10 +29,11 @@ from torch import nn
 
 from compress.distributed import World, all_gather, all_sum, average_gradients, local_slice, same_start, world
 from compress.errors import CompressError
+from compress.kept_weights import KeptWeights, WeightAverage
 from compress.metrics import Metrics, metrics_of
 from compress.models.config import INPUT_NAMES
 from compress.models.encoder import Encoder
-from compress.resume import StageCheckpoints, rng_state, set_rng_state
+from compress.resume import StageCheckpoints, TrainState, rng_state, set_rng_state
 from compress.step_precision import TIMED_STEPS, choose_precision, shape_key
 from compress.task_metrics import default_metric
 from compress.train_config import FP16_OFF_CUDA, PRECISION_NAMES, TrainConfig
@@ -120,6 +122,9 @@ class StageResult:
     step_seconds: float = 0.0          # seconds spent in training steps (not evaluating, not checkpointing)
     examples_per_second: float | None = None  # examples / step_seconds
     peak_memory_bytes: int | None = None       # on CUDA: the most the stage held allocated on the GPU
+    cooldown_steps: int | None = None  # stopped by patience: the steps its learning rate took to decay to zero
+    kept_step: int = 0                 # the optimizer step the kept weights were taken at
+    kept_average: bool = False         # the kept weights are the running average's
 
 
 def seed_everything(seed: int) -> None:
@@ -345,21 +350,29 @@ def train_stage(
     name: str = "train",
     log: IO[str] | None = None,
     extra_parameters: list[nn.Parameter] | None = None,
-    evaluate_fn: Callable[[], dict[str, float]] | None = None,
+    evaluate_fn: Callable[[nn.Module], dict[str, float]] | None = None,
+    divergence_fn: Callable[[torch.Tensor], float] | None = None,
     show_progress: bool = True,
     checkpoints: StageCheckpoints | None = None,
 ) -> StageResult:
-    """Train ``model`` for one stage and leave it holding the best dev checkpoint.
+    """Train ``model`` for one stage and leave it holding the weights the stage keeps.
 
-    ``train_batches(epoch)`` yields the shuffled training batches of an epoch (so shuffling is
-    seeded per epoch); ``dev_batches()`` the dev batches. ``extra_parameters`` are trained too
-    (distillation projections). ``evaluate_fn`` replaces the dev classification metrics when a
-    stage has no classifier to improve (an intermediate-layer stage returns its dev ``loss``).
-    ``checkpoints`` saves the training state every so many steps and at every epoch end, and
-    continues from a saved one; under a launcher, every rank trains on its slice of each batch.
+    ``train_batches(epoch)`` yields the shuffled training batches of an epoch (so shuffling is seeded per epoch);
+    ``dev_batches()`` the dev batches. ``extra_parameters`` are trained too (distillation projections).
+    ``evaluate_fn(model)`` replaces the dev classification metrics when a stage has no classifier to improve (an
+    intermediate-layer stage returns its dev ``loss``). ``divergence_fn(dev_logits)`` measures the dev answers
+    against the teacher's (lower is closer): with ``config.select == "divergence"`` it chooses the kept weights, the
+    gold-label metrics staying in the log. The stage is evaluated at every epoch's end and every ``config.eval_every``
+    steps (or ``config.evals_per_epoch`` times an epoch); with ``config.average`` its running average is evaluated
+    beside it (:mod:`compress.kept_weights`). A stage stopped by patience first cools down: its learning rate decays to
+    zero over ``config.cooldown`` of an epoch, and the weights it reaches are judged too. ``checkpoints`` saves the
+    training state every so many steps and at every epoch end, and continues from a saved one; under a launcher,
+    every rank trains on its slice of each batch.
     """
     seed_everything(config.seed)
     check_precision(config.precision, device)
+    if config.select == "divergence" and divergence_fn is None:
+        raise ValueError("selecting on the divergence from the teacher needs a divergence_fn.")
     model.to(device)
     extra = extra_parameters or []
     w = world()
@@ -372,27 +385,22 @@ def train_stage(
         precision, step_ms = config.precision, None
     steps_per_epoch = len(train_batches(0))  # type: ignore[arg-type]
     total = steps_per_epoch * config.epochs
-    optimizer = make_optimizer(model, extra, config)
-    parameters = [p for g in optimizer.param_groups for p in g["params"]]
-    same_start(parameters)
-    scheduler = _schedule(optimizer, total, config.warmup_ratio, config.decay)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    eval_every = config.eval_every or math.ceil(steps_per_epoch / config.evals_per_epoch)
+    stepper = _Stepper(model, loss_fn, extra, config, precision, device, total)
+    average = WeightAverage(model, config.average) if config.average else None
+    kept = KeptWeights()
     result = StageResult(precision=precision, step_ms=step_ms)
-    best_score, best_state, bad_epochs = -math.inf, None, 0
-    first_epoch, skip, step, before = 0, 0, 0, 0.0
+    bad_epochs, first_epoch, skip, before = 0, 0, 0, 0.0
     if restored is not None:
-        model.load_state_dict(restored["model"])
-        for p, saved in zip(extra, restored["extra"]):
-            p.data.copy_(saved)
-        optimizer.load_state_dict(restored["optimizer"])
-        scheduler.load_state_dict(restored["scheduler"])
-        scaler.load_state_dict(restored["scaler"])
-        first_epoch, skip, step = restored["epoch"], restored["batches"], restored["step"]
+        first_epoch, skip = restored["epoch"], restored["batches"]
+        stepper.restore(restored)
+        if average is not None:
+            average.load_state_dict(restored["average"])  # type: ignore[arg-type]
         # Making a DataLoader's iterator draws from torch's generator. A checkpoint taken inside an epoch
         # (skip > 0) was saved after its iterator was made: make it first, then restore, as the run did.
         if not skip:
             set_rng_state(restored["rng"])
-        best_score, best_state, bad_epochs = restored["best_score"], restored["best_state"], restored["bad_epochs"]
+        kept, bad_epochs = KeptWeights.of(restored["kept"]), restored["bad_epochs"]
         result = StageResult(**restored["result"])
         before = result.seconds
 
@@ -400,19 +408,42 @@ def train_stage(
         if log is not None:
             log.flush()
         result.seconds = before + time.perf_counter() - start
-        checkpoints.save({  # type: ignore[union-attr]
-            "epoch": epoch, "batches": batches, "evaluating": evaluating, "step": step, "model": model.state_dict(),
-            "extra": [p.detach() for p in extra], "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "rng": rng_state(),
-            "best_score": best_score, "best_state": best_state, "bad_epochs": bad_epochs, "result": asdict(result),
-        })
+        checkpoints.save(_train_state(stepper, average, kept, bad_epochs, result,  # type: ignore[union-attr]
+                                      epoch=epoch, batches=batches, evaluating=evaluating))
+
+    def log_step(epoch: int, loss_value: float, parts: dict[str, float]) -> None:
+        if log is not None:
+            log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": stepper.step, "loss": loss_value,
+                                  **parts, "lr": stepper.scheduler.get_last_lr()[0]}) + "\n")
+
+    def judge(epoch: int, at_end: bool) -> dict[str, float]:
+        """Evaluate the trained weights (and their average) on dev, offer them to ``kept`` and log them; the trained
+        weights' scores. ``at_end``: the epoch's own evaluation, which its history keeps."""
+        offered = [(model, False)] + ([(average.model, True)] if average is not None else [])
+        dev: dict[str, float] = {}
+        for candidate, averaged in offered:
+            scores = _dev_scores(candidate, evaluate_fn, divergence_fn, dev_batches, device)
+            better = kept.offer(_selection_score(config, scores), candidate, epoch=epoch + 1, step=stepper.step,
+                                averaged=averaged)
+            if better:
+                result.best_epoch, result.best_dev = epoch + 1, scores
+            record = {"stage": name, "event": "dev", "epoch": epoch + 1, "after_step": stepper.step, **scores}
+            if not averaged:
+                dev = scores
+                if at_end:
+                    result.history.append(record)
+            if log is not None:
+                log.write(json.dumps(record | ({"averaged": True} if averaged else {}) |
+                                     ({"kept": True} if better else {})) + "\n")
+                log.flush()
+        return dev
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     with _progress(show_progress and w.is_main, TextColumn("loss {task.fields[loss]:.4f}"),
                    TextColumn("{task.fields[rate]:.0f} ex/s")) as progress:
-        bar = progress.add_task(escape(name), total=total, completed=step, loss=0.0, rate=0.0)
+        bar = progress.add_task(escape(name), total=total, completed=stepper.step, loss=0.0, rate=0.0)
         say = progress.console.print if w.is_main else (lambda *args: None)  # rank 0 speaks for all
         # Without a terminal (CI logs, nohup) rich draws no bar: print a line every tenth instead.
         plain_every = max(1, total // 10) if show_progress and w.is_main and not progress.console.is_terminal else 0
@@ -427,40 +458,25 @@ def train_stage(
             for index, batch in enumerate(batches):
                 if index < skip:   # resumed mid-epoch: these batches were trained on before the checkpoint
                     continue
-                size = len(batch["input_ids"])
-                if size < w.size:  # too few examples to give every rank one: skipped by all ranks alike
+                trained = stepper.train(batch)
+                if trained is None:
                     continue
-                batch = to_device(local_slice(batch, w), device)
-                with autocast(precision, device):
-                    loss, parts = loss_fn(model, batch)
-                optimizer.zero_grad(set_to_none=True)
-                # Each rank's loss is a mean over its slice; weighted by the slice's share of the global
-                # batch, the gradients averaged over ranks are those of the mean over the global batch.
-                share = len(batch["input_ids"]) / size
-                scaler.scale(loss * share * w.size).backward()
-                average_gradients(parameters)
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                step += 1
+                size, loss_value, parts = trained
+                if average is not None:
+                    average.update(model)
                 seen += size
-                loss_value = loss.item()
-                if w.size > 1:  # log the global batch's loss: the ranks' shares of it, summed
-                    summed = all_sum(torch.tensor([loss_value, *parts.values()], dtype=torch.float64) * share)
-                    loss_value, parts = summed[0].item(), dict(zip(parts, summed[1:].tolist()))
                 rate = seen / max(1e-9, time.perf_counter() - epoch_start)
                 progress.update(bar, advance=1, loss=loss_value, rate=rate)
-                if plain_every and step % plain_every == 0:
-                    say(f"{escape(name)}: step {step}/{total}, loss {loss_value:.4f}, {rate:.0f} ex/s")
-                if log is not None:
-                    log.write(json.dumps({"stage": name, "epoch": epoch + 1, "step": step, "loss": loss_value,
-                                          **parts, "lr": scheduler.get_last_lr()[0]}) + "\n")
-                if checkpoints and checkpoints.every and step % checkpoints.every == 0 \
-                        and index + 1 < steps_per_epoch:
+                if plain_every and stepper.step % plain_every == 0:
+                    say(f"{escape(name)}: step {stepper.step}/{total}, loss {loss_value:.4f}, {rate:.0f} ex/s")
+                log_step(epoch, loss_value, parts)
+                if index + 1 < steps_per_epoch:   # inside the epoch: its end has an evaluation and a checkpoint
                     paused = time.perf_counter()
-                    save(epoch, index + 1)
+                    if (index + 1) % eval_every == 0:
+                        judge(epoch, at_end=False)
+                        model.train()
+                    if checkpoints and checkpoints.every and stepper.step % checkpoints.every == 0:
+                        save(epoch, index + 1)
                     epoch_start += time.perf_counter() - paused   # the epoch's rate counts training steps only
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
@@ -469,34 +485,12 @@ def train_stage(
             if checkpoints and index >= skip:   # trained this epoch: keep its steps before evaluating, so a
                 save(epoch, index + 1, evaluating=True)   # stop during a long evaluation does not cost the epoch
             skip = 0
-            if evaluate_fn:
-                dev = evaluate_fn()
-            else:
-                logits, labels = predict(model, dev_batches(), device, collective=True)
-                dev = metrics_of(logits, labels).present()
-                unlearned = not_learning(dev, labels) if epoch == 0 else None
-                if unlearned is not None:
-                    result.warnings.append(
-                        f"{name}: {unlearned} after the first epoch: the model has not started to learn; read the "
-                        "log, and give it more epochs or another learning rate.")
-                    say(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
-                    if log is not None:
-                        log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1,
-                                              "message": result.warnings[-1]}) + "\n")
-            score = -dev["loss"] if config.metric == "loss" else dev[stage_metric(config.metric, dev)]
-            record = {"stage": name, "event": "dev", "epoch": epoch + 1, **dev}
-            result.history.append(record)
-            if log is not None:
-                log.write(json.dumps(record) + "\n")
-                log.flush()
+            dev = judge(epoch, at_end=True)
+            if epoch == 0 and evaluate_fn is None:
+                _warn_if_not_learning(dev, dev_batches, name, result, say, log)
             shown = ", ".join(f"{k} {v:.4f}" for k, v in dev.items() if k != "examples")
             say(f"{escape(name)} epoch {epoch + 1}/{config.epochs}: dev {shown}")
-            if score > best_score:
-                best_score, bad_epochs = score, 0
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                result.best_epoch, result.best_dev = epoch + 1, dev
-            else:
-                bad_epochs += 1
+            bad_epochs = 0 if kept.epoch_ended() else bad_epochs + 1
             reason = None
             if config.patience is not None and bad_epochs >= config.patience and epoch + 1 < config.epochs:
                 reason = "patience"
@@ -508,16 +502,148 @@ def train_stage(
                 result.stopped_early, result.stop_reason = True, reason
                 if reason == "bar":
                     result.warnings.append(f"{name}: {below}")
-                progress.update(bar, total=step)
+                else:   # not judged unannealed: the learning rate decays to zero first, and those weights are judged
+                    result.cooldown_steps = _cool_down(stepper, average, train_batches(epoch + 1),
+                                                       max(1, round(config.cooldown * steps_per_epoch)),
+                                                       partial(log_step, epoch + 1))
+                    judge(epoch + 1, at_end=False)
+                progress.update(bar, total=stepper.step)
             if checkpoints:
                 save(epoch + 1, 0)
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    if kept.weights is not None:
+        model.load_state_dict(kept.weights)
     model.eval()
-    result.steps = step
+    result.steps = stepper.step
+    result.kept_step, result.kept_average = kept.step, kept.averaged
     result.seconds = before + time.perf_counter() - start
     if result.step_seconds > 0:
         result.examples_per_second = round(result.examples / result.step_seconds, 1)
     if device.type == "cuda":
         result.peak_memory_bytes = torch.cuda.max_memory_allocated(device)
     return result
+
+
+class _Stepper:
+    """One optimizer step of a stage at a time: the optimizer, its learning-rate schedule, the gradient scaler, and the
+    data-parallel averaging of gradients."""
+
+    def __init__(self, model: Encoder, loss_fn: LossFn, extra: list[nn.Parameter], config: TrainConfig,
+                 precision: str, device: torch.device, total: int) -> None:
+        self.model, self.loss_fn, self.extra, self.config = model, loss_fn, extra, config
+        self.precision, self.device, self.world = precision, device, world()
+        self.optimizer = make_optimizer(model, extra, config)
+        self.parameters = [p for g in self.optimizer.param_groups for p in g["params"]]
+        same_start(self.parameters)
+        self.scheduler = _schedule(self.optimizer, total, config.warmup_ratio, config.decay)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        self.step = 0
+
+    def train(self, batch: Batch) -> tuple[int, float, dict[str, float]] | None:
+        """One step on ``batch``: its size, its loss and the loss's parts (None: too small to give every rank an
+        example, skipped by all ranks alike)."""
+        w = self.world
+        size = len(batch["input_ids"])
+        if size < w.size:
+            return None
+        batch = to_device(local_slice(batch, w), self.device)
+        with autocast(self.precision, self.device):
+            loss, parts = self.loss_fn(self.model, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        # Each rank's loss is a mean over its slice; weighted by the slice's share of the global
+        # batch, the gradients averaged over ranks are those of the mean over the global batch.
+        share = len(batch["input_ids"]) / size
+        self.scaler.scale(loss * share * w.size).backward()
+        average_gradients(self.parameters)
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.step += 1
+        loss_value = loss.item()
+        if w.size > 1:  # log the global batch's loss: the ranks' shares of it, summed
+            summed = all_sum(torch.tensor([loss_value, *parts.values()], dtype=torch.float64) * share)
+            loss_value, parts = summed[0].item(), dict(zip(parts, summed[1:].tolist()))
+        return size, loss_value, parts
+
+    def cool_down(self, steps: int) -> None:
+        """From the next step on, the learning rate decays linearly from where it is to zero over ``steps``."""
+        start = self.scheduler.get_last_lr()
+        bases = [group["initial_lr"] for group in self.optimizer.param_groups]
+        first = self.step
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, [lambda step, now=now, base=base: now / base * max(0.0, 1 - (step - first) / steps)
+                             for now, base in zip(start, bases, strict=True)], last_epoch=first - 1)
+
+    def restore(self, state: TrainState) -> None:
+        self.model.load_state_dict(state["model"])
+        for p, saved in zip(self.extra, state["extra"]):
+            p.data.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+
+
+def _cool_down(stepper: _Stepper, average: WeightAverage | None, batches: Iterable[Batch], steps: int,
+               log_step: Callable[[float, dict[str, float]], None]) -> int:
+    """Train ``steps`` more steps on ``batches`` (the next epoch's, from its start) while the learning rate decays to
+    zero, each logged by ``log_step(loss, parts)``; the steps taken."""
+    stepper.cool_down(steps)
+    stepper.model.train()
+    taken = 0
+    for batch in itertools.islice(batches, steps):
+        trained = stepper.train(batch)
+        if trained is not None:
+            taken += 1
+            log_step(*trained[1:])
+            if average is not None:
+                average.update(stepper.model)
+    return taken
+
+
+def _train_state(stepper: _Stepper, average: WeightAverage | None, kept: KeptWeights, bad_epochs: int,
+                 result: StageResult, *, epoch: int, batches: int, evaluating: bool) -> TrainState:
+    """What a checkpoint holds of a stage: enough to continue it exactly where it was."""
+    return TrainState(
+        epoch=epoch, batches=batches, evaluating=evaluating, step=stepper.step, model=stepper.model.state_dict(),
+        extra=[p.detach() for p in stepper.extra], optimizer=stepper.optimizer.state_dict(),
+        scheduler=stepper.scheduler.state_dict(), scaler=stepper.scaler.state_dict(), rng=rng_state(),
+        kept=kept.state(), average=average.state_dict() if average is not None else None, bad_epochs=bad_epochs,
+        result=asdict(result))  # type: ignore[typeddict-item]
+
+
+def _dev_scores(model: nn.Module, evaluate_fn: Callable[[nn.Module], dict[str, float]] | None,
+                divergence_fn: Callable[[torch.Tensor], float] | None, dev_batches: Callable[[], Iterable[Batch]],
+                device: torch.device) -> dict[str, float]:
+    """``model``'s dev scores: ``evaluate_fn``'s, or the task's metrics and, with ``divergence_fn``, the divergence of
+    its answers from the teacher's."""
+    if evaluate_fn:
+        return evaluate_fn(model)
+    logits, labels = predict(model, dev_batches(), device, collective=True)   # type: ignore[arg-type]
+    scores = metrics_of(logits, labels).present()
+    if divergence_fn is not None:
+        scores["divergence"] = divergence_fn(logits)
+    return scores
+
+
+def _selection_score(config: TrainConfig, dev: dict[str, float]) -> float:
+    """What the stage keeps the highest of: minus the divergence from the teacher, minus the loss, or the metric."""
+    if config.select == "divergence":
+        return -dev["divergence"]
+    return -dev["loss"] if config.metric == "loss" else dev[stage_metric(config.metric, dev)]
+
+
+def _warn_if_not_learning(dev: dict[str, float], dev_batches: Callable[[], Iterable[Batch]], name: str,
+                          result: StageResult, say: Callable[[str], None], log: IO[str] | None) -> None:
+    """After the first epoch: a warning in the record, on screen and in the log when the dev answers say the model
+    has learned nothing (:func:`not_learning`)."""
+    labels = torch.cat([batch["labels"] for batch in dev_batches()])
+    unlearned = not_learning(dev, labels)
+    if unlearned is None:
+        return
+    result.warnings.append(f"{name}: {unlearned} after the first epoch: the model has not started to learn; read the "
+                           "log, and give it more epochs or another learning rate.")
+    say(f"[yellow]warning:[/] {escape(result.warnings[-1])}")
+    if log is not None:
+        log.write(json.dumps({"stage": name, "event": "warning", "epoch": 1, "message": result.warnings[-1]}) + "\n")

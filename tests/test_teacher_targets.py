@@ -214,3 +214,37 @@ def test_the_spec_reads_what_the_terms_compare(data):
     both = Stage("both", [LossTerm("attention_mse"), LossTerm("attention_kl")])
     assert DistillationObjective(both, teacher, student, LayerMap("uniform")).targets is None
     assert INDEX not in data.splits["train"].column_names    # the index column is added to a copy only
+
+
+def test_a_recovery_taught_by_the_teacher_learns_its_soft_targets_and_keeps_the_parents_hidden_states(data):
+    """``answers`` (the fine-tuned teacher's logits on a split) replace the parent's logits in the soft-target term and
+    in the dev divergence, while the hidden-state term still reads the parent: answers that always say the first class
+    teach a student to say it everywhere, which the parent's own soft targets do not; the record says so."""
+    from compress.distill.recipes import recovery_terms
+    from compress.training import predict
+
+    parent = _teacher(data, layers=2)
+    recipe = Recipe("prune", [Stage("recover", recovery_terms(), epochs=3, lr=3e-3)], LayerMap("uniform"))
+    settings = TrainSettings(batch_size=8, seed=13, precision="fp32", select="divergence")
+    first = torch.tensor([8.0] + [0.0] * (len(data.label_names) - 1))
+    asked = []
+
+    def answers(split: str) -> torch.Tensor:
+        asked.append(split)
+        return first.repeat(len(data.split(split)), 1)
+
+    def recover(given) -> tuple[torch.Tensor, dict]:
+        student = copy.deepcopy(parent).requires_grad_(True)
+        record = distil_stage(recipe.stages[0], recipe, parent, student, data, model_digest(parent), settings, CPU,
+                              None, False, answers=given)
+        logits, _ = predict(student, data.eval_batches("dev"), CPU)
+        return logits.argmax(-1), record
+
+    taught, record = recover(answers)
+    assert sorted(set(asked)) == ["dev", "train"] and record["soft_targets"] == "teacher"
+    assert (taught == 0).all()
+    own, own_record = recover(None)
+    assert "soft_targets" not in own_record and not (own == 0).all()
+    # the hidden-state term read the parent: its stored targets hold the parent's states, not the answers
+    spec = DistillationObjective(recipe.stages[0], parent, parent, recipe.layer_map).targets
+    assert spec is not None and spec.hidden

@@ -59,6 +59,10 @@ RECIPE = typer.Option(DEFAULT_SCHEDULE, help="The recipe, by cost: " + "; ".join
 TRANSFER_TEXT = typer.Option(None, help="A file of unlabeled in-domain text (one a line, or a table's text column) "
                                         "every student and recovery also learns from, through the teacher's outputs "
                                         "alone.")
+COPIES_PER_EPOCH = typer.Option(None, help="Augmented copies each epoch of every stage learns from besides the "
+                                           "training sentences, the next ones in turn (with 1: copy 1 in the first "
+                                           "epoch, copy 2 in the second, ..., cycling); default: the recipe's, every "
+                                           "copy in every epoch.")
 WARMUP = typer.Option(None, help="Share of every stage's steps that warm the learning rate up, in [0, 1) (default: "
                                  "the stage's own, 0.1).")
 DECAY = typer.Option(None, help="How every stage's learning rate falls after the warm-up: linear, cosine or constant "

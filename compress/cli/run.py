@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from compress.cli.common import (
+    COPIES_PER_EPOCH,
     DECAY,
     LABEL_COLUMN,
     METRIC,
@@ -47,15 +48,17 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
          teacher_layer_decay: float | None, target: str,
          then: list[str] | None, set_: list[str] | None, threads: int | None, as_json: bool, precision: str,
          checkpoint_every: int, speed_device: str, metric: str | None, recipe: str, transfer_text: str | None,
-         warmup: float | None, decay: str | None, **flags: Any) -> None:
+         warmup: float | None, decay: str | None, copies_per_epoch: int | None, eval_every: int | None,
+         **flags: Any) -> None:
     """Train a student or transform a model, or both in a pipeline; the command's help (:func:`_help`) names the
     methods from the registry."""
     from compress.registry.pipeline import resolve
 
     options = given_options(flags, set_)
-    resolve(method, list(then or []), options, target)   # a bad step, order or option: refused before torch loads
+    # a bad step, order or option: refused before torch loads
+    steps = resolve(method, list(then or []), options, target)
 
-    from compress.runs.config import RunConfig
+    from compress.runs.config import RunConfig, check_copies_chosen
 
     config = RunConfig(   # its own values checked: refused before torch loads too
         method=method, teacher=teacher, dataset=dataset, text_column=text_column,
@@ -64,9 +67,11 @@ def _run(*, method: str, teacher: str, dataset: str, text_column: str | None, te
         device=device, out=out,
         overwrite=overwrite, target=target, then=list(then or []), threads=threads, precision=precision,
         checkpoint_every=checkpoint_every, speed_device=speed_device, metric=metric, recipe=recipe,
-        transfer_text=transfer_text, warmup=warmup, decay=decay,
+        transfer_text=transfer_text, warmup=warmup, decay=decay, copies_per_epoch=copies_per_epoch,
+        eval_every=eval_every,
         teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size, teacher_layer_decay),
     )
+    check_copies_chosen(recipe, copies_per_epoch, [(step.method, step.options) for step in steps])
     from compress.runs.pipeline import run as run_method
 
     result = run_method(config, show_progress=not as_json)
@@ -109,6 +114,9 @@ def _settings() -> list[tuple[str, Any, Any]]:
         ("transfer_text", str | None, TRANSFER_TEXT),
         ("patience", int | None, O(None, help="Stop a stage after this many epochs without a better dev score "
                                              "(default: the recipe's).")),
+        ("copies_per_epoch", int | None, COPIES_PER_EPOCH),
+        ("eval_every", int | None, O(None, help="Training steps between dev evaluations inside an epoch, besides "
+                                               "every epoch's end (default: the recipe's).")),
         ("warmup", float | None, WARMUP),
         ("decay", str | None, DECAY),
         ("stop_below", float | None, O(None, help="Stop a stage once its dev accuracy cannot reach this (0 to 1) in "

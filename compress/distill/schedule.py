@@ -21,7 +21,7 @@ stopped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from compress.errors import CompressError
 
@@ -37,6 +37,16 @@ class Schedule:
                run's ``--patience`` wins)
     masked_lm  a copy's replacements come from the teacher's masked-LM head where its checkpoint has one (the
                paper; an hour a copy of MR with BERT-base on 2 cores), else from its word-embedding neighbours
+    copies_per_epoch  each epoch learns from the training sentences and this many of the copies, the next ones in
+               turn (epoch e: copies e*k+1 to e*k+k, cycling), instead of from every copy (None; a run's
+               ``--copies-per-epoch`` wins)
+    select     what a prediction stage keeps its weights by: ``metric`` (its best dev score on the gold labels) or
+               ``divergence`` (the closest dev answers to the teacher's; :func:`compress.distill.stage.divergence_from`)
+    evals_per_epoch  dev evaluations an epoch, its end included (a run's ``--eval-every`` steps wins)
+    average    the decay of an exponential moving average of the weights, offered beside them at every evaluation
+               (None: no average; :mod:`compress.kept_weights`)
+    taught_by  whose answers a transform's recovery learns its soft targets from: ``parent`` (the model it was given,
+               whose hidden states it learns from too) or ``teacher`` (the fine-tuned teacher's, where it is at hand)
     """
 
     name: str
@@ -45,6 +55,11 @@ class Schedule:
     epochs: int | None = None
     patience: int | None = None
     masked_lm: bool = False
+    copies_per_epoch: int | None = None
+    select: str = "metric"
+    evals_per_epoch: int = 1
+    average: float | None = None
+    taught_by: str = "parent"
 
 
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
@@ -55,6 +70,33 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              copies=20, epochs=10, patience=3, masked_lm=True),
 )}
 DEFAULT_SCHEDULE = "default"
+
+# What each recipe did when a run's key held only the recipe's name: a run under a name that still does exactly this
+# keeps the key it had; one whose recipe has changed since gets another (:func:`recipe_does`), so a run trained under
+# an older meaning of a name is never reused as if it were the new one.
+KEYED_BY_NAME = {
+    "fast": {"copies": 0, "epochs": None, "patience": None, "masked_lm": False},
+    "default": {"copies": 1, "epochs": None, "patience": 1, "masked_lm": False},
+    "thorough": {"copies": 20, "epochs": 10, "patience": 3, "masked_lm": True},
+}
+# Since keys held only names, a stage stopped by patience cools down first (compress.training): a recipe with
+# patience does something other than what its name meant then.
+COOLDOWN = "lr to 0 over 0.1 of an epoch before judging"
+
+
+def recipe_does(name: str, patience: int | None = None) -> dict[str, object] | None:
+    """What the recipe ``name`` does, as a run's key records it: None where that is what the name did when keys held
+    only names (so runs made then are still found), else every setting of it. ``patience``: a run's own, which wins."""
+    schedule = get_schedule(name)
+    does: dict[str, object] = {k: v for k, v in asdict(schedule).items() if k not in ("name", "summary")}
+    if (patience if patience is not None else schedule.patience) is not None:
+        does["stopping"] = COOLDOWN
+    if name not in KEYED_BY_NAME:
+        return does
+    # the settings added since keys held only names, at the values that do what was done before them
+    added = {k: v for k, v in asdict(Schedule(name, "")).items() if k not in KEYED_BY_NAME[name]}
+    added.pop("name"), added.pop("summary")
+    return None if does == KEYED_BY_NAME[name] | added else does
 
 
 def get_schedule(name: str) -> Schedule:
@@ -69,3 +111,21 @@ def check_copies(copies: int | None) -> None:
     """One sentence for a count of augmented copies (a student's ``--augment``) below zero."""
     if copies is not None and copies < 0:
         raise CompressError(f"--augment is a count of augmented copies, 0 or more, got {copies}.")
+
+
+def check_copies_per_epoch(per_epoch: int | None, copies: int | None = None) -> None:
+    """One sentence for ``--copies-per-epoch`` below 1, or given where the run makes no copy to choose among
+    (``copies``: the most copies any of its stages learns from; None where that is not known yet)."""
+    if per_epoch is None:
+        return
+    if per_epoch < 1:
+        raise CompressError(f"--copies-per-epoch is a count of augmented copies each epoch learns from, 1 or more, "
+                            f"got {per_epoch}.")
+    if copies == 0:
+        raise CompressError("--copies-per-epoch chooses among augmented copies, and this run makes none; give "
+                            "--recipe default or thorough (or --augment N, to a student that takes it), or leave "
+                            "--copies-per-epoch out.")
+    if copies is not None and per_epoch > copies:
+        raise CompressError(f"--copies-per-epoch {per_epoch} is more than the {copies} augmented "
+                            f"cop{'y' if copies == 1 else 'ies'} this run makes; give at most {copies}, or make "
+                            "more copies (--recipe thorough, or --augment N to a student that takes it).")

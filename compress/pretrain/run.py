@@ -212,8 +212,8 @@ def _train(config: PretrainConfig, train_pairs: datasets.Dataset, held_out_pairs
         order = nn.functional.cross_entropy(sentence, batch["labels"])
         return config.mlm_weight * mlm + order, {"mlm": mlm.item(), config.objective: order.item()}
 
-    def held_out_metrics() -> dict[str, float]:
-        return evaluate_pretraining(model, held_out, collator, spec, config.objective, device, show_progress,
+    def held_out_metrics(evaluated: PretrainingModel) -> dict[str, float]:
+        return evaluate_pretraining(evaluated, held_out, collator, spec, config.objective, device, show_progress,
                                     config.mlm_weight)
 
     with open(out / "log.jsonl", "w") as log:

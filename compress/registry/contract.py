@@ -18,6 +18,10 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 from compress.train_config import StageRecord, TrainSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import torch
+
     from compress.bench.measurement import Speed
     from compress.data.batching import TokenizedTask
     from compress.data.task import TaskData
@@ -91,6 +95,9 @@ class Context:
     workdir    where a transform may write files (a quantized artefact); a temporary directory when None
     log        where training losses go, one JSON line each (a run's log.jsonl)
     name       what the input is called in plots ("minilm", a run's directory name)
+    teacher_answers  the fine-tuned teacher's logits on a split of ``data`` (split name -> examples x classes): the
+               soft targets a recovery learns from where the run's recipe says ``taught_by = teacher``; None where it
+               does not, or where the teacher is not at hand
     """
 
     data: TokenizedTask | None = None
@@ -104,6 +111,7 @@ class Context:
     log: IO[str] | None = None
     show_progress: bool = False
     name: str = "the model"
+    teacher_answers: Callable[[str], torch.Tensor] | None = None
 
     @property
     def seed(self) -> int:

@@ -212,6 +212,7 @@ class RunSettings(TypedDict, total=False):
     transfer_sha256: str | None
     warmup: float | None
     decay: str | None
+    copies_per_epoch: int | None
 
 
 class SavedConfig(TypedDict, total=False):
@@ -486,6 +487,7 @@ class CompareSettings(TypedDict, total=False):
     transfer_text: str | None
     warmup: float | None
     decay: str | None
+    copies_per_epoch: int | None
 
 
 @dataclass

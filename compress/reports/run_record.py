@@ -256,8 +256,20 @@ def _length(stage: StageRecord, spec: Mapping[str, Any]) -> str:
         return f"{spec['epochs']} epoch(s)"
     why = {"patience": "stopped: no better dev score", "bar": "stopped: the bar out of reach"}.get(
         stage.get("stop_reason", ""), "its ceiling")
+    if stage.get("cooldown_steps"):
+        why += f", after {stage['cooldown_steps']} steps of cool-down to a zero learning rate"
     return (f"{stage['epochs']} of at most {stage['max_epochs']} epoch(s) ({why}), {stage['steps']:,} steps on "
             f"{stage['examples_per_epoch']:,} examples an epoch")
+
+
+def _kept(stage: StageRecord) -> str:
+    """Which weights a stage kept and what chose them, where its record says (older records: the best epoch)."""
+    if "kept_step" not in stage:
+        return f"best epoch {stage['best_epoch']}"
+    which = "the running average" if stage.get("kept_average") else "the weights"
+    signal = {"divergence": "the closest dev answers to the teacher's", "loss": "the lowest dev loss"}.get(
+        stage["selected_on"], f"the best dev {stage['selected_on']}")
+    return f"kept {which} at step {stage['kept_step']:,} (epoch {stage['best_epoch']}), chosen by {signal}"
 
 
 def _training_lines(record: RunRecord, config: SavedConfig) -> list[str]:
@@ -269,7 +281,7 @@ def _training_lines(record: RunRecord, config: SavedConfig) -> list[str]:
         terms = " + ".join(f"{term['weight']:g} * {term['loss']}" + (f"({term['options']})" if term["options"] else "")
                            for term in spec["terms"])
         lines.append(f"- **{stage['stage']}**: loss = {terms}; {_length(stage, spec)} at lr {spec['lr']:g}, "
-                     f"best epoch {stage['best_epoch']} ({stage['seconds']:.0f} s){_precision(stage)}.")
+                     f"{_kept(stage)} ({stage['seconds']:.0f} s){_precision(stage)}.")
         lines += [f"  - ⚠ {warning}" for warning in stage.get("warnings", [])]
     lines += ["", f"Student saved in `student/` ({record.student.layout} layout)."]
     return lines

@@ -74,6 +74,7 @@ class CompareConfig:
     transfer_text: str | None = None    # the user's unlabeled text every distillation stage also learns from
     warmup: float | None = None         # every stage's warm-up share and learning-rate decay (None: each stage's own)
     decay: str | None = None
+    copies_per_epoch: int | None = None   # augmented copies each epoch of every stage learns from (None: the recipe's)
     command: str | None = None          # the command line, recorded in comparison.json (the CLI sets it)
     config_file: dict[str, str] | None = None   # the file that declared it (--config): its name and text
 
@@ -100,7 +101,8 @@ class CompareConfig:
                 "teacher_layer_decay": train.layer_decay,
                 "device": self.device, "precision": self.precision, "speed_device": self.speed_device,
                 "hold_out": self.hold_out, "metric": self.metric, "recipe": self.recipe,
-                "transfer_text": self.transfer_text, "warmup": self.warmup, "decay": self.decay}
+                "transfer_text": self.transfer_text, "warmup": self.warmup, "decay": self.decay,
+                "copies_per_epoch": self.copies_per_epoch}
 
 
 def chosen_by(methods: list[str], objective: str, batch_shape: str) -> list[str]:
@@ -216,4 +218,7 @@ def run_config_of(config: CompareConfig, planned: PlannedRun, target: str, direc
                      teacher_finetune=config.teacher_finetune, target=target, stop_below=config.stop_below,
                      recipe=config.recipe, transfer_text=config.transfer_text, warmup=config.warmup if student else None,
                      decay=config.decay if student else None,
+                     # only where it trains (a student, a recovery): a quantization that trains nothing keeps its key
+                     copies_per_epoch=config.copies_per_epoch
+                     if student or getattr(planned.method, "recovery", None) is not None else None,
                      out=str(directory) if directory else None, overwrite=True)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compress.data.transfer_text import check_transfer_text, transfer_digest
-from compress.distill.schedule import DEFAULT_SCHEDULE, get_schedule
+from compress.distill.schedule import DEFAULT_SCHEDULE, check_copies_per_epoch, get_schedule, recipe_does
 from compress.errors import CompressError
 from compress.ownership import foreign, mark_run, owned
 from compress.paths import atomic_dir, locked, notice
@@ -26,9 +26,11 @@ from compress.train_config import (
     DEFAULT_EVERY,
     DEFAULT_SEED,
     FP16_OFF_CUDA,
+    LATER_DEFAULTS,
     PRECISION_CHOICES,
     FinetuneConfig,
     check_device_names,
+    check_evaluations,
     check_schedule,
 )
 
@@ -81,6 +83,9 @@ class RunConfig:
     transfer_sha256: str | None = None   # its content's digest (set here): what the run's result depends on
     warmup: float | None = None       # every stage's warm-up share (None: each stage's own)
     decay: str | None = None          # every stage's learning-rate decay: linear, cosine, constant (None: its own)
+    copies_per_epoch: int | None = None   # augmented copies each epoch learns from, in turn (None: the recipe's)
+    eval_every: int | None = None     # training steps between dev evaluations inside an epoch (None: the recipe's)
+    recipe_does: dict[str, object] | None = None   # what the recipe does, where its name no longer says (set here)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot be right, before any work (never silently replace them)."""
@@ -89,6 +94,7 @@ class RunConfig:
                             ("--patience", self.patience), ("--threads", self.threads)):
             if value is not None and value < 1:
                 raise CompressError(f"{flag} must be a positive integer, got {value}.")
+        check_evaluations(self.eval_every)
         if self.stop_below is not None and not 0 < self.stop_below <= 1:
             raise CompressError(f"--stop-below is a dev score in (0, 1], got {self.stop_below}.")
         if self.lr is not None and not self.lr > 0:
@@ -104,9 +110,11 @@ class RunConfig:
         check_device_names(self.device, self.speed_device)
         get_schedule(self.recipe)
         check_schedule(self.warmup, self.decay)
+        check_copies_per_epoch(self.copies_per_epoch)
         if self.transfer_text is not None:
             self.transfer_text = str(check_transfer_text(self.transfer_text))
             self.transfer_sha256 = transfer_digest(self.transfer_text)
+        self.recipe_does = recipe_does(self.recipe, self.patience)
         if self.precision == "fp16" and self.device == "cpu":
             raise CompressError(FP16_OFF_CUDA)
         # What needs torch (is a GPU here? does this CPU compute bf16?) comes last.
@@ -134,16 +142,34 @@ def result_settings(run: RunSettings) -> RunSettings:
     without a bar is one fine-tuned before bars existed."""
     settings: RunSettings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
-    for name in ("metric", "transfer_sha256", "warmup", "decay"):   # unset: as every run before they existed
+    # unset: as every run before they existed
+    for name in ("metric", "transfer_sha256", "warmup", "decay", "copies_per_epoch", "eval_every", "recipe_does"):
         if settings.get(name) is None:
             settings.pop(name, None)
     if settings.get("task", "auto") == "auto":   # labels read as every run before --task read them
         settings.pop("task", None)
     train = (settings.get("teacher_finetune") or {}).get("train")
-    if isinstance(train, dict) and train.get("stop_below") is None:
-        train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}
+    if isinstance(train, dict):   # the teacher's fine-tuning: its settings added later, left out at their old values
+        train = {k: v for k, v in train.items() if not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
+        if train.get("stop_below") is None:
+            train = {k: v for k, v in train.items() if k not in ("stop_below", "gain_per_epoch")}
         settings["teacher_finetune"] = {**settings["teacher_finetune"], "train": train}
     return settings
+
+
+def check_copies_chosen(recipe: str, copies_per_epoch: int | None, steps: Iterable[tuple[Any, Any]]) -> None:
+    """Refuse ``--copies-per-epoch`` (or the recipe's) in one sentence, before any work, where the steps of a run (or
+    the runs of a comparison) make no augmented copy to choose among or fewer than it asks for each epoch. ``steps``:
+    each one's (method, options); a student method's ``--augment`` says its copies (its ``copies``), the recipe every
+    other one's."""
+    schedule = get_schedule(recipe)
+    per_epoch = copies_per_epoch if copies_per_epoch is not None else schedule.copies_per_epoch
+
+    def copies(method: Any, options: Any) -> int:
+        own = method.copies(options) if getattr(method, "copies", None) is not None else None
+        return schedule.copies if own is None else own
+
+    check_copies_per_epoch(per_epoch, max((copies(m, o) for m, o in steps), default=schedule.copies))
 
 
 @dataclass

@@ -46,7 +46,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "speed_device": (str,),
     "hold_out": (int,), "precision": (str,), "metric": (str,), "executor": (str,), "address": (str,),
     "cpus_per_run": (float, int), "gpus_per_run": (float, int), "recipe": (str,), "transfer_text": (str,),
-    "warmup": (float, int), "decay": (str,),
+    "warmup": (float, int), "decay": (str,), "copies_per_epoch": (int,),
 }
 
 

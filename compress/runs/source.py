@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import torch
+
+from compress.cache import verify
 from compress.data.batching import TokenizedTask, tokenize_task
 from compress.data.task import TaskData
 from compress.distill.teacher_logits import teacher_logits
@@ -18,7 +21,7 @@ from compress.predictions import Predictions, load_predictions
 from compress.reports.records import ChainStep, ModelRecord, RunRecord, RunSettings, SavedConfig, read_run_record
 from compress.reports.run_record import teacher_record
 from compress.runs.config import RunConfig, claimed, out_dir, run_task
-from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, tokenized_for
+from compress.teachers.finetune import FinetunedTeacher, finetune_teacher, read_record, tokenized_for
 from compress.teachers.registry import load_tokenizer
 
 TEACHER_OUTPUTS = ("test", "dev")   # the splits whose teacher predictions a run keeps
@@ -45,6 +48,9 @@ class Source:
     # the fine-tuned teacher's predictions on "test" and "dev", what the run's retention intervals pair with (empty:
     # a run made before runs kept them)
     teacher_outputs: dict[str, Predictions] = field(default_factory=dict)
+    # the fine-tuned teacher on disk, where it is at hand (a run made before runs named it, or whose teacher's cache
+    # entry is gone, has none): what a recovery's soft targets come from (:func:`teacher_answers`)
+    finetuned: FinetunedTeacher | None = None
 
     @property
     def name(self) -> str:
@@ -62,7 +68,7 @@ def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeac
                                                     next(model.parameters()).device, show_progress=False),
                                      data.splits[split]["labels"]) for split in TEACHER_OUTPUTS}
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [],
-                  outputs)
+                  outputs, finetuned)
 
 
 def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
@@ -93,7 +99,33 @@ def run_source(run_dir: Path) -> Source:
     data = tokenize_task(task, load_tokenizer(str(student_dir)), max_length=parent_config["max_length"])
     return Source("run", load_encoder(student_dir).model, student_dir, task, data, run["teacher"],
                   parent.teacher, parent.student, str(run_dir), settings, parent.chain,
-                  kept_teacher_outputs(run_dir, parent))
+                  kept_teacher_outputs(run_dir, parent), recorded_teacher(parent_config))
+
+
+def recorded_teacher(config: SavedConfig) -> FinetunedTeacher | None:
+    """The fine-tuned teacher a run's config.json names (``teacher_dir``), where its cache entry is still whole."""
+    directory = config.get("teacher_dir")
+    if not directory or verify(Path(directory)) is not None:
+        return None
+    return FinetunedTeacher(Path(directory), read_record(Path(directory)), cache_hit=True)
+
+
+def teacher_answers(source: Source, data: TokenizedTask) -> Callable[[str], torch.Tensor] | None:
+    """The fine-tuned teacher's logits on a split of ``data`` (computed once and cached: the soft targets a recovery
+    learns from), or None where the teacher is not at hand or ``data`` is not tokenized as it was (a pruned
+    vocabulary numbers the tokens otherwise)."""
+    finetuned = source.finetuned
+    if finetuned is None or data.cache_key != tokenized_for(finetuned, source.task).cache_key:
+        return None
+    loaded: list[Encoder] = []
+
+    def answers(split: str) -> torch.Tensor:
+        if not loaded:
+            loaded.append(source.model if source.kind == "teacher" else finetuned.load().model)
+        return teacher_logits(loaded[0], data, split, finetuned.record["fingerprint"],
+                              next(loaded[0].parameters()).device, show_progress=False)
+
+    return answers
 
 
 def kept_teacher_outputs(run_dir: Path, record: RunRecord) -> dict[str, Predictions]:

@@ -51,7 +51,7 @@ from compress.reports.records import ChainStep, RunRecord, SavedConfig, SourceRe
 from compress.reports.run_record import dataset_record, model_record, ratios, retention, weights_bytes, write_report
 from compress.runs.config import RunConfig, RunResult, run_directory
 from compress.runs.paired import run_retentions
-from compress.runs.source import Source, claimed_source
+from compress.runs.source import Source, claimed_source, teacher_answers
 from compress.students.transfer import TransferRequest, with_transfer
 from compress.task_metrics import resolve_metric
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir, teacher_weights
@@ -61,13 +61,18 @@ from compress.training import predict
 
 def train_settings(config: RunConfig) -> TrainSettings:
     """What every stage of the run trains with: its own settings, and where it gives none, its recipe's
-    (``--recipe``: the ceiling of every stage's epochs and the patience)."""
+    (``--recipe``: the ceiling of every stage's epochs, the patience and the copies each epoch learns from)."""
     schedule = get_schedule(config.recipe)
     return TrainSettings(batch_size=config.batch_size, seed=config.seed,
                          patience=config.patience if config.patience is not None else schedule.patience,
                          precision=config.precision, stop_below=config.stop_below,
                          metric=config.metric or "accuracy",   # a regression's stages read "accuracy" as Pearson
-                         min_epochs=schedule.epochs if config.epochs is None else None)
+                         min_epochs=schedule.epochs if config.epochs is None else None,
+                         copies_per_epoch=config.copies_per_epoch if config.copies_per_epoch is not None
+                         else schedule.copies_per_epoch,
+                         select=schedule.select, eval_every=config.eval_every,
+                         evals_per_epoch=schedule.evals_per_epoch, average=schedule.average,
+                         taught_by=schedule.taught_by)
 
 
 def transfer_request(config: RunConfig, copies: int | None = None) -> TransferRequest:
@@ -97,10 +102,13 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
                 tokenizer = load_tokenizer(str(source.directory))
                 # a recovery trains on the transfer data too, made when its stage first asks
                 data = with_transfer(source.data, source.task, transfer_request(config), tokenizer, show_progress)
+                settings = train_settings(config)
                 context = Context(data=data, task=source.task, tokenizer=tokenizer,
                                   device=config.device, speed_device=config.speed_device,
-                                  train=train_settings(config), threads=config.threads,
-                                  workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name)
+                                  train=settings, threads=config.threads,
+                                  workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name,
+                                  teacher_answers=teacher_answers(source, data) if settings.taught_by == "teacher"
+                                  else None)
                 context.workdir.mkdir()
                 made = method.apply(source.model.to(resolve_device(config.device)).eval(), options, context)
             if made.recipe is None:
@@ -201,6 +209,8 @@ def write_run(tmp: Path, out: Path, config: RunConfig, method: Method, options: 
         full_config["recipe"] = made.recipe
     if not trained:
         full_config |= {"source": asdict(record.source), "parent": source.parent, "teacher": source.teacher_name}
+    if source.finetuned is not None:   # where a later step finds the teacher (runs.source.recorded_teacher)
+        full_config["teacher_dir"] = str(source.finetuned.directory)
     full_config |= (more_config or {}) | {"max_length": data.max_length}
     if pipeline:
         full_config["pipeline"] = pipeline

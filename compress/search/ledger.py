@@ -140,6 +140,7 @@ class SearchRecord:
     notes: list[str] = field(default_factory=list)
     metric: str = "accuracy"            # what the bar, retention and every interval are of (a task metric's name)
     recipe: str | None = None           # what every candidate and final trained with (None: before recipes)
+    copies_per_epoch: int | None = None  # the augmented copies each of their epochs learned from (None: the recipe's)
     schema_version: int = SEARCH_SCHEMA
 
     def to_dict(self) -> JSONObject:

@@ -64,6 +64,7 @@ from compress.paths import locked
 from compress.registry import Context, StudentMethod
 from compress.registry.pipeline import for_throughput, parse
 from compress.runs.compare_plan import PRUNING_PIPELINE, CompareConfig, plan_runs, run_config_of
+from compress.runs.config import check_copies_chosen
 from compress.runs.distillation import check_student
 from compress.runs.executors import Executor
 from compress.search.clock import Clock, format_seconds
@@ -111,6 +112,7 @@ class SearchConfig:
     device: str = "auto"
     precision: str = "auto"
     recipe: str = DEFAULT_SCHEDULE        # what every candidate's and finalist's distillation learns from, how long
+    copies_per_epoch: int | None = None   # augmented copies each epoch of their stages learns from (None: the recipe's)
     threads: int | None = None
     seq_len: int | None = None
     repeats: int = 30
@@ -136,6 +138,7 @@ class SearchConfig:
             raise CompressError("--budget must be a positive time, such as 90m.")
         if self.finalists < 1:
             raise CompressError(f"--finalists must be 1 or more, got {self.finalists}.")
+        check_copies_chosen(self.recipe, self.copies_per_epoch, [])   # the recipe's copies: what candidates learn from
 
 
 def search_space(config: SearchConfig, teacher: EncoderConfig) -> Space:
@@ -253,10 +256,11 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int, prev
                           min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
                           space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
                           against=config.against, selection=config.select_on, metric=metric.name,
-                          recipe=config.recipe)
+                          recipe=config.recipe, copies_per_epoch=config.copies_per_epoch)
     # another recipe trains other models: its candidates' evidence is not this search's (their runs are not reused
     # either, the recipe being part of a run's key)
-    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric", "recipe")
+    asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric", "recipe",
+             "copies_per_epoch")
     same = previous is not None and all(getattr(previous, k) == getattr(record, k) for k in asked)
     if same and previous is not None and previous.status != "complete":
         record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)
@@ -269,7 +273,8 @@ def _compare_config(config: SearchConfig, methods: list[str]) -> CompareConfig:
                          text_pair_column=config.text_pair_column, label_column=config.label_column, task=config.task,
                          dedupe=config.dedupe, metric=config.metric, methods=methods, out=config.out,
                          batch_size=config.batch_size, seeds=list(config.seeds), device=config.device,
-                         precision=config.precision, recipe=config.recipe, threads=config.threads,
+                         precision=config.precision, recipe=config.recipe, copies_per_epoch=config.copies_per_epoch,
+                         threads=config.threads,
                          seq_len=config.seq_len,
                          repeats=config.repeats, batch_shape=config.batch_shape,
                          teacher_finetune=config.teacher_finetune, executor=config.executor, command=config.command)

@@ -11,7 +11,13 @@ the copies (every sentence's copy 1, then every copy 2, ...), then the user's te
 asks (a quantization that trains nothing never makes it), cached per tokenization, teacher weights, copies, their
 seed and the text file's content, and verified by checksum on every use (:mod:`compress.cache`); the teacher's outputs
 on it are stored once per teacher (:mod:`compress.distill.teacher_targets`), so every student and seed asking for the
-same copies shares them.
+same copies shares them. Copy k of a sentence is the same whatever the number of copies asked for (each copy draws
+from its own seeded generator: :mod:`compress.students.augment`).
+
+A stage learns from every row of the split in every epoch, or, with ``--copies-per-epoch k``, epoch e (from 0) from
+the training sentences, copies e*k+1 to e*k+k (cycling through the copies the split holds) and the user's texts
+(:func:`epoch_rows`): as many different sentences as it has epochs, at the cost of k copies an epoch, with the
+teacher's outputs still stored once for the whole split.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from typing import Any
 import datasets
 
 from compress.cache import cached, unreadable
-from compress.data.batching import LazySplit, TokenizedTask, tokenize_dataset
+from compress.data.batching import TokenizedTask, tokenize_dataset
 from compress.data.quiet import quiet_datasets
 from compress.data.task import TaskData
+from compress.data.transfer_split import TransferSplit
 from compress.data.transfer_text import read_transfer_texts, transfer_digest
 from compress.distill.losses import NO_LABEL
 from compress.models.checkpoints import weights_digest
@@ -92,7 +99,8 @@ def with_transfer(data: TokenizedTask, task: TaskData, request: TransferRequest,
     def make(key: str) -> datasets.Dataset:
         return cached(cache_dir() / "transfer" / key, f"transfer data ({what})", build, _load)[0]
 
-    return replace(data, transfer=LazySplit(name, make, what))
+    return replace(data, transfer=TransferSplit(name, make, what, sentences=len(data.splits["train"]),
+                                                copies=request.copies))
 
 
 def _unlabeled_rows(task: TaskData, request: TransferRequest, show_progress: bool) -> datasets.Dataset:

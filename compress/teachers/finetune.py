@@ -30,7 +30,7 @@ from compress.models.checkpoints import LoadedEncoder, load_encoder, read_config
 from compress.paths import atomic_dir, cache_dir
 from compress.resume import Resume
 from compress.teachers.registry import load_tokenizer, resolve_teacher_dir
-from compress.train_config import FinetuneConfig, FinetuneConfigData, TrainConfigData
+from compress.train_config import LATER_DEFAULTS, FinetuneConfig, FinetuneConfigData, TrainConfigData
 from compress.training import Batch, TrainConfig, evaluate, model_inputs, seed_everything, train_stage
 
 RECORD = "record.json"
@@ -92,6 +92,9 @@ def _train_settings(train: TrainConfig) -> TrainConfigData:
     settings: TrainConfigData = asdict(train)  # type: ignore[assignment]
     if settings["precision"] == "fp32":
         del settings["precision"]
+    for name, default in LATER_DEFAULTS.items():
+        if settings.get(name, default) == default:
+            settings.pop(name, None)  # type: ignore[misc]
     if settings["stop_below"] is None:
         del settings["stop_below"], settings["gain_per_epoch"]
     return settings

@@ -151,7 +151,7 @@ def apply(model: Encoder, options: LowRankOptions, context: Context) -> Transfor
         # by a digest of its weights).
         stages.append(distil_stage(recipe.stages[0], recipe, reference, student, context.data,
                                    model_digest(reference), context.train, device, context.log,
-                                   context.show_progress))
+                                   context.show_progress, answers=context.teacher_answers))
     vocab, width = reference.config.vocab_size, reference.config.embedding_size
     details = LowRankDetails(
         options=options, source_config=reference.config.to_dict(),

@@ -142,7 +142,8 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
             # (keyed by a digest of its weights: a run's student has no teacher fingerprint).
             reference_digest = reference_digest or model_digest(reference)
             stages.append(distil_stage(recipe.stages[number - 1], recipe, reference, pruned, data, reference_digest,
-                                       context.train, device, context.log, context.show_progress))
+                                       context.train, device, context.log, context.show_progress,
+                                       answers=context.teacher_answers))
     # The details say what each step kept; the scores themselves (a number per head, neuron and layer) are in
     # importance.json only.
     files["importance.json"] = json.dumps(steps, indent=1).encode()

@@ -50,7 +50,8 @@ def apply(model: Encoder, options: AwareOptions, context: Context, fmt: QuantMet
     seed_everything(context.seed)
     # fp32 steps: the rounding is modelled in fp32, as the runtimes compute their scales
     stage = distil_stage(recipe.stages[0], recipe, reference, student, context.data, model_digest(reference),
-                         replace(context.train, precision="fp32"), device, context.log, context.show_progress)
+                         replace(context.train, precision="fp32"), device, context.log, context.show_progress,
+                         answers=context.teacher_answers)
     # Sentence by sentence, as the exported graph is scored: each call quantizes its activations over its own range.
     ones = with_progress(context.data.dataloader("dev", batch_size=1), f"{fmt.name}: the trained model's dev answers",
                          context.show_progress)

@@ -108,8 +108,8 @@ def _distil(teacher: str, teacher_dir: Path, student_config: EncoderConfig, conf
     stage = Stage("general", list(GENERAL_TERMS), epochs=config.epochs, lr=config.lr, select_on="loss")
     objective = DistillationObjective(stage, pretrained, student, LayerMap("uniform")).to(torch_device)
 
-    def held_out_loss() -> dict[str, float]:
-        return objective.mean_loss(student, make_dataloader(held_out, collator, batch_size=128), torch_device)
+    def held_out_loss(model: Encoder) -> dict[str, float]:
+        return objective.mean_loss(model, make_dataloader(held_out, collator, batch_size=128), torch_device)
 
     result = train_stage(
         student, objective,

