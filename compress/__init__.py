@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 def load(run_dir: Any, *, threads: int | None = None) -> LoadedRun:
     """A finished run's model on its own runtime, ready to answer (see :class:`compress.inference.loaded.LoadedRun`).
-    Imported when called, so ``import compress`` stays light."""
+    Imported when called, so ``import compress`` stays light; a model on ONNX Runtime or OpenVINO loads and answers
+    without importing torch, transformers or datasets."""
     from compress.inference.loaded import load_run
 
     return load_run(run_dir, threads=threads)

@@ -8,7 +8,8 @@
   ``cache_dir()/tokenized/`` keyed by the split fingerprint, the content digest, the tokenizer
   (class, name, vocabulary hash) and the maximum length. The cache is written in one rename, with
   checksums that are verified on every use; a damaged entry is tokenized again (:mod:`compress.cache`).
-* :class:`DynamicPaddingCollator`: pads each batch to its own longest example.
+* :class:`DynamicPaddingCollator`: pads each batch to its own longest example (:func:`compress.data.padding.
+  pad_features`, into tensors).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from compress.cache import cached, unreadable
+from compress.data.padding import length_sorted_batches, pad_features, pad_token_id_of
 from compress.data.quiet import quiet_datasets
 from compress.data.splits import TRANSFER
 from compress.data.task import TaskData
@@ -191,22 +193,8 @@ class DynamicPaddingCollator:
     pad_to_multiple_of: int | None = None
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        length = max(len(f["input_ids"]) for f in features)
-        if self.pad_to_multiple_of:
-            length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        batch = {
-            "input_ids": torch.full((len(features), length), self.pad_token_id, dtype=torch.long),
-            "attention_mask": torch.zeros((len(features), length), dtype=torch.long),
-            "token_type_ids": torch.zeros((len(features), length), dtype=torch.long),
-        }
-        for row, feature in enumerate(features):
-            n = len(feature["input_ids"])
-            batch["input_ids"][row, :n] = torch.as_tensor(feature["input_ids"], dtype=torch.long)
-            mask = feature.get("attention_mask")
-            batch["attention_mask"][row, :n] = torch.as_tensor(mask, dtype=torch.long) if mask is not None else 1
-            types = feature.get("token_type_ids")
-            if types is not None:
-                batch["token_type_ids"][row, :n] = torch.as_tensor(types, dtype=torch.long)
+        padded = pad_features(features, self.pad_token_id, self.pad_to_multiple_of)
+        batch = {name: torch.from_numpy(array) for name, array in padded.items()}
         if all("labels" in f for f in features):
             labels = [f["labels"] for f in features]    # class ids, or a regression's targets (floats)
             batch["labels"] = torch.as_tensor(labels, dtype=torch.float32) if isinstance(labels[0], float) else \
@@ -230,8 +218,7 @@ def for_device(data: TokenizedTask, device: Any, max_positions: int) -> Tokenize
 
 def collator_for(tokenizer: Any, pad_to_multiple_of: int | None = None) -> DynamicPaddingCollator:
     """A :class:`DynamicPaddingCollator` using the tokenizer's pad token id (0 when it has none)."""
-    pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else 0
-    return DynamicPaddingCollator(pad_token_id=int(pad), pad_to_multiple_of=pad_to_multiple_of)
+    return DynamicPaddingCollator(pad_token_id=pad_token_id_of(tokenizer), pad_to_multiple_of=pad_to_multiple_of)
 
 
 def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, pool: int = 50) -> list[list[int]]:
@@ -266,12 +253,6 @@ def make_dataloader(
     lengths = [len(ids) for ids in dataset["input_ids"]]
     return DataLoader(dataset, batch_sampler=length_grouped_batches(lengths, batch_size, seed), collate_fn=collate_fn,
                       pin_memory=pin_memory)
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """The examples shortest first (ties in dataset order), cut into batches of ``batch_size``."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ run by PyTorch) or ``model/`` (a quantized artefact, run by the backend it was m
 OpenVINO, with the tokenizer it was fed). Its ``metrics.json`` names the task's label names and, since runs recorded
 them, the SHA-256 of every model file, checked before the model is loaded; its ``config.json`` the maximum length
 the run tokenized to. Texts are tokenized as the run's own evaluation tokenized them (truncated to that length,
-padded per batch), shortest first, so a batch pads little, and answered in the order given.
+padded per batch), shortest first, so a batch pads little, and answered in the order given. A model on ONNX Runtime
+or OpenVINO answers with its runtime, numpy and the ``tokenizers`` library alone (:mod:`compress.inference.tokenize`
+says when a tokenizer needs transformers after all); torch is imported for a model PyTorch runs.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
 
+from compress.data.padding import length_sorted_batches, pad_features
 from compress.errors import CompressError
+from compress.inference.tokenize import TextTokenizer, load_tokenizer
 from compress.ownership import read_marker
+from compress.quantize.manifest import RUNTIME_BACKENDS, read_manifest, runtime_predictor
 from compress.reports.records import RunRecord, SavedConfig, read_run_record
 
 STUDENT_DIR, ARTEFACT_DIR = "student", "model"
@@ -127,7 +132,7 @@ class LoadedRun:
     label_names: list[str]
     pairs: bool               # whether the task's examples are text pairs
     predictor: Any            # compress.quantize.predictors.Predictor
-    tokenizer: Any
+    tokenizer: TextTokenizer  # the run's own: compress.inference.tokenize
 
     @property
     def regression(self) -> bool:
@@ -156,24 +161,15 @@ class LoadedRun:
     def logits(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, *, batch_size: int = 32,
                show_progress: bool = False) -> np.ndarray:
         """The model's logits (texts x classes; a regression's one column), in the order of ``texts``."""
-        from compress.data.batching import collator_for, length_sorted_batches
-        from compress.models.config import INPUT_NAMES
-        from compress.training import with_progress
-
         self._check(texts, text_pairs)
         if batch_size < 1:
             raise CompressError(f"--batch-size must be at least 1, got {batch_size}.")
-        encoded = self.tokenizer(list(texts), list(text_pairs) if text_pairs is not None else None, truncation=True,
-                                 max_length=self.max_length, return_attention_mask=True, return_token_type_ids=True,
-                                 verbose=False)
-        features = [{k: encoded[k][i] for k in INPUT_NAMES} for i in range(len(texts))]
-        collate = collator_for(self.tokenizer)
+        features = self.tokenizer.features(texts, text_pairs, self.max_length)
         batches = length_sorted_batches([len(f["input_ids"]) for f in features], batch_size)
         out: np.ndarray | None = None
         shown = show_progress and len(texts) >= PROGRESS_MIN_TEXTS
-        for batch in with_progress(batches, f"answering {len(texts)} texts", show=shown):
-            padded = collate([features[i] for i in batch])
-            logits = self.predictor({k: padded[k].numpy() for k in INPUT_NAMES})
+        for batch in _with_progress(batches, f"answering {len(texts)} texts", shown):
+            logits = self.predictor(pad_features([features[i] for i in batch], self.tokenizer.pad_token_id))
             if out is None:
                 out = np.empty((len(texts), logits.shape[-1]), dtype=np.float32)
             out[batch] = logits
@@ -208,20 +204,55 @@ def load_run(run_dir: Path | str, *, threads: int | None = None) -> LoadedRun:
     model_dir = model_dir_of(run_dir)
     check_model_files(run_dir, record, model_dir)
     threads = threads or os.cpu_count() or 1
-    import torch
+    manifest = read_manifest(model_dir) if model_dir.name == ARTEFACT_DIR else None
+    # ONNX Runtime and OpenVINO answer without torch: neither it nor transformers is imported for them
+    if manifest is not None and manifest["backend"] in RUNTIME_BACKENDS:
+        predictor = runtime_predictor(model_dir, manifest, threads)
+    else:
+        predictor = _torch_predictor(model_dir, threads)
+    return LoadedRun(run_dir, record, config, model_dir, int(config.get("max_length") or record.seq_len),
+                     list(record.dataset.label_names or []), takes_pairs(record, config), predictor,
+                     load_tokenizer(model_dir))
 
-    from compress.teachers.registry import saved_tokenizer
+
+def _torch_predictor(model_dir: Path, threads: int) -> Any:
+    """A model run by PyTorch: a student checkpoint, or an artefact of the torch backend."""
+    import torch
 
     torch.set_num_threads(threads)
     if model_dir.name == ARTEFACT_DIR:
         from compress.quantize.artefacts import load_artefact
 
-        predictor = load_artefact(model_dir, threads=threads)
-    else:
-        from compress.models.checkpoints import load_encoder
-        from compress.quantize.predictors import TorchPredictor
+        return load_artefact(model_dir, threads=threads)
+    from compress.models.checkpoints import load_encoder
+    from compress.quantize.predictors import TorchPredictor
 
-        predictor = TorchPredictor(load_encoder(model_dir).model)
-    return LoadedRun(run_dir, record, config, model_dir, int(config.get("max_length") or record.seq_len),
-                     list(record.dataset.label_names or []), takes_pairs(record, config), predictor,
-                     saved_tokenizer(model_dir))
+    return TorchPredictor(load_encoder(model_dir).model)
+
+
+def _with_progress(batches: list[list[int]], description: str, show: bool) -> Iterator[list[int]]:
+    """The batches, under a progress bar on stderr when ``show`` (without a terminal: a line every tenth), drawn by
+    rich, not by :func:`compress.training.with_progress`, which imports torch."""
+    if not show:
+        yield from batches
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True)) as progress:
+        bar = progress.add_task(escape(description), total=len(batches))
+        plain_every = 0 if progress.console.is_terminal else max(1, len(batches) // 10)
+        for done, batch in enumerate(batches, 1):
+            yield batch
+            progress.update(bar, advance=1)
+            if plain_every and done % plain_every == 0:
+                progress.console.print(f"{escape(description)}: {done}/{len(batches)} batches")

@@ -15,24 +15,32 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TypedDict
 
 import numpy as np
 
 from compress.bench.measurement import Predictor
 from compress.device import fp8_unavailable
 from compress.errors import CompressError
-from compress.models.config import EncoderConfig, EncoderConfigData
+from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
 from compress.paths import as_ordinary_file
 from compress.quantize import onnx_backend, openvino_backend, torch_backend
 from compress.quantize.formats import QuantMethod, check_backend
-from compress.quantize.openvino_backend import OvPredictor
-from compress.quantize.predictors import OrtPredictor, TorchPredictor, ort_gpu_unavailable
+from compress.quantize.manifest import (
+    FORMAT_VERSION,
+    MANIFEST,
+    RUNTIME_BACKENDS,
+    ArtefactManifest,
+    read_manifest,
+    runtime_predictor,
+)
+from compress.quantize.predictors import TorchPredictor, ort_gpu_unavailable
 from compress.quantize.rounding import int8_weight_levels
 
-MANIFEST = "quantized.json"
-FORMAT_VERSION = 1
+# The manifest and the runtimes' predictors need no torch and live apart (what `compress predict` imports).
+__all__ = ["FORMAT_VERSION", "MANIFEST", "ArtefactManifest", "artefact_bytes", "candidate_backends", "gpu_unavailable",
+           "load_artefact", "needs_calibration", "read_manifest", "shape_misfit", "unavailable", "weights_file",
+           "write_artefact"]
 
 
 def candidate_backends(method: QuantMethod, backend: str) -> list[str]:
@@ -168,39 +176,9 @@ def _group_size(method: QuantMethod) -> int:
     return method.group_size
 
 
-class ArtefactManifest(TypedDict, total=False):
-    """quantized.json, what :func:`write_artefact` writes beside the weights: the format and its version, how the
-    model was quantized and run, the weights' file, the encoder's shape and the label names; ``group_size``,
-    ``int4_share`` and ``bits`` (each matrix's :class:`~compress.quantize.formats.MatrixBits` as a dict) where the
-    method has them, ``int8_weight_levels`` for ONNX Runtime's int8."""
-
-    format: str
-    version: int
-    method: str
-    backend: str
-    dtype: str
-    weights: str
-    group_size: int
-    int4_share: float
-    bits: list[dict[str, str | int | float]]
-    int8_weight_levels: int
-    encoder: EncoderConfigData
-    label_names: list[str] | None
-
-
-def read_manifest(directory: Path) -> ArtefactManifest:
-    try:
-        manifest = json.loads((Path(directory) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        raise CompressError(f"{directory} holds no quantized model ({MANIFEST} is missing or unreadable).") from None
-    if manifest.get("format") != "compress-quantized" or manifest.get("version") != FORMAT_VERSION:
-        raise CompressError(f"{directory}/{MANIFEST} is not a version {FORMAT_VERSION} compress quantized model.")
-    return manifest
-
-
 def load_artefact(directory: Path, threads: int, spinning: bool = False, device: str = "cpu") -> Predictor:
     """The predictor of an artefact directory written by :func:`write_artefact` (``spinning``: whether ONNX
-    Runtime's workers spin-wait for the next call, see :func:`compress.quantize.predictors.ort_session`), run on
+    Runtime's workers spin-wait for the next call, see :func:`compress.quantize.ort_predictor.ort_session`), run on
     ``device`` (a GPU where the format has a path there: :func:`gpu_unavailable`)."""
     manifest = read_manifest(directory)
     weights = Path(directory) / manifest["weights"]
@@ -208,10 +186,8 @@ def load_artefact(directory: Path, threads: int, spinning: bool = False, device:
         reason = gpu_unavailable(manifest["method"], manifest["dtype"], manifest["backend"])
         if reason:
             raise CompressError(f"{directory}: {reason}")
-    if manifest["backend"] == "onnxruntime":
-        return OrtPredictor(weights, threads=threads, dtype=manifest["dtype"], spinning=spinning, device=device)
-    if manifest["backend"] == "openvino":
-        return OvPredictor(weights, threads=threads, dtype=manifest["dtype"])
+    if manifest["backend"] in RUNTIME_BACKENDS:
+        return runtime_predictor(directory, manifest, threads, spinning=spinning, device=device)
     config = EncoderConfig.from_dict(manifest["encoder"])
     if manifest["dtype"] == "int8":
         return TorchPredictor(torch_backend.load_int8(weights, config), dtype="int8")

@@ -22,6 +22,7 @@ and nothing is written or sent.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import os
@@ -40,38 +41,40 @@ INSTALL = "pip install 'compress[openvino]'"
 _DECLINE = {"CI": "true", "NNCF_CI": "1"}
 
 
-def _import() -> tuple[Any, Any]:
-    """The openvino and nncf modules, imported with their telemetry declined (the variables are set for the
+def _import(nncf: bool = True) -> tuple[Any, Any]:
+    """The openvino and nncf modules (nncf None unless ``nncf``: running a model needs openvino alone, and nncf
+    imports torch where it is installed), imported with their telemetry declined (the variables are set for the
     import only, then restored)."""
     saved = {name: os.environ.get(name) for name in _DECLINE}
     os.environ.update(_DECLINE)
     try:
-        import nncf
         import openvino
+
+        nncf_module = importlib.import_module("nncf") if nncf else None
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    return openvino, nncf
+    return openvino, nncf_module
 
 
-def openvino_available() -> str | None:
-    """None when openvino and nncf import, else why not (one sentence)."""
+def openvino_available(nncf: bool = True) -> str | None:
+    """None when openvino and (``nncf``) nncf import, else why not (one sentence)."""
     try:
-        _import()
+        _import(nncf)
     except ImportError as e:
         return f"OpenVINO is not installed ({e.name}); install it with `{INSTALL}`."
     return None
 
 
-def _modules() -> tuple[Any, Any]:
+def _modules(nncf: bool = True) -> tuple[Any, Any]:
     """The openvino and nncf modules (:func:`_import`), or a CompressError saying how to install them."""
-    reason = openvino_available()
+    reason = openvino_available(nncf)
     if reason:
         raise CompressError(reason)
-    return _import()
+    return _import(nncf)
 
 
 def write_ir(onnx_path: Path, xml: Path, *, weights_fp16: bool = False) -> None:
@@ -149,7 +152,7 @@ class OvPredictor:
     request: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        ov, _ = _modules()
+        ov, _ = _modules(nncf=False)
         import openvino.properties as props
         import openvino.properties.hint as hints
 
