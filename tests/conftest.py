@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,60 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    address: str    # HOST:PORT, for --address
+    token: str      # its token (Ray's token authentication), in this process's RAY_AUTH_TOKEN while it runs
+    root: Path      # its temporary directory (session folders, sockets, the workers' logs)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A real Ray cluster of two nodes on this machine, one CPU each, for the tests of one module: a head (`ray start
+    --head`) and a second node joining it over 127.0.0.1, with a token of their own (Ray's token authentication;
+    nothing is written to ~/.ray), which this process's environment holds while the module runs (the commands the
+    tests start pass it on). Stopped after the module by ending exactly its processes
+    (tests/helpers.py ``cluster_processes``), so a Ray instance another test started is left alone (`ray stop` would
+    end every one)."""
+    import secrets
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from helpers import HANG_GUARD, cluster_processes, wait_for
+
+    ray = Path(sys.executable).parent / "ray"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(32)
+    root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))   # short: Ray's socket paths must fit 107 bytes
+    common = ["--num-cpus=1", "--disable-usage-stats"]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        monkeypatch.setenv("RAY_AUTH_TOKEN", token)   # the nodes', and the commands': run_cli passes os.environ on
+        try:
+            subprocess.run([str(ray), "start", "--head", f"--port={port}", "--include-dashboard=false",
+                            f"--temp-dir={root}", *common], check=True, capture_output=True, timeout=HANG_GUARD)
+            subprocess.run([str(ray), "start", f"--address=127.0.0.1:{port}", *common], check=True,
+                           capture_output=True, timeout=HANG_GUARD)
+            yield RayCluster(f"127.0.0.1:{port}", token, root)
+        finally:
+            def signal_all(signal_number: int) -> list[int]:
+                found = cluster_processes(token, root)
+                for pid in found:
+                    try:
+                        os.kill(pid, signal_number)
+                    except ProcessLookupError:
+                        pass
+                return found
+
+            signal_all(signal.SIGTERM)
+            time.sleep(2)   # a grace period to end cleanly, not a deadline: whatever is left is killed next
+            # killed again until none is left (a process Ray started meanwhile included): the cluster has ended
+            wait_for(lambda: not signal_all(signal.SIGKILL), what="the end of the test's Ray cluster", poll=0.2)
+            shutil.rmtree(root, ignore_errors=True)

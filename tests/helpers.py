@@ -232,3 +232,19 @@ def tiny_quantization_run(root: Path) -> tuple[list[str], dict[str, str]]:
     csv = write_tiny_csv(root / "tiny.csv")
     return (["--teacher", str(teacher), "--dataset", str(csv), "--teacher-epochs", "1", "--threads", "1"],
             {"COMPRESS_CACHE": str(root / "cache")})
+
+
+def cluster_processes(token: str, root: Path) -> list[int]:
+    """The processes of a Ray cluster a test started (tests/conftest.py ``ray_cluster``): those whose environment
+    holds its token, or that hold a file of its temporary directory ``root`` open (Ray's agents drop the token from
+    their environment)."""
+    found = []
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            mine = f"RAY_AUTH_TOKEN={token}".encode() in (process / "environ").read_bytes().split(b"\0") or any(
+                os.readlink(fd).startswith(str(root)) for fd in (process / "fd").iterdir())
+        except OSError:   # ended meanwhile, or not ours to read
+            continue
+        if mine and int(process.name) != os.getpid():
+            found.append(int(process.name))
+    return found

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -673,63 +672,6 @@ def test_a_training_step_between_two_timed_of_its_kind_is_interpolated_in_flops_
     assert again.take_charged()["step timing"] == pytest.approx(sum(first.step_costs.values()))
 
 
-def _cluster_processes(token: str, root: Path) -> list[int]:
-    """The processes of the cluster a test started: those whose environment holds its token, or that hold a file of
-    its temporary directory open (Ray's agents drop the token from their environment)."""
-    found = []
-    for process in Path("/proc").glob("[0-9]*"):
-        try:
-            mine = f"RAY_AUTH_TOKEN={token}".encode() in (process / "environ").read_bytes().split(b"\0") or any(
-                os.readlink(fd).startswith(str(root)) for fd in (process / "fd").iterdir())
-        except OSError:   # ended meanwhile, or not ours to read
-            continue
-        if mine and int(process.name) != os.getpid():
-            found.append(int(process.name))
-    return found
-
-
-@pytest.fixture
-def ray_cluster(monkeypatch):
-    """A real Ray cluster of two nodes on this machine, one CPU each: a head (`ray start --head`) and a second node
-    joining it over 127.0.0.1, with a token of their own (Ray's token authentication; nothing is written to ~/.ray).
-    Stopped after the test by ending exactly its processes (:func:`_cluster_processes`), so a Ray instance another
-    test started is left alone (`ray stop` would end every one)."""
-    import secrets
-    import socket
-    import tempfile
-
-    ray = Path(sys.executable).parent / "ray"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    token = secrets.token_hex(32)
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN", token)   # the nodes', and the search's: run_cli passes os.environ on
-    root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))   # short: Ray's socket paths must fit 107 bytes
-    common = ["--num-cpus=1", "--disable-usage-stats"]
-    try:
-        subprocess.run([str(ray), "start", "--head", f"--port={port}", "--include-dashboard=false",
-                        f"--temp-dir={root}", *common], check=True, capture_output=True, timeout=HANG_GUARD)
-        subprocess.run([str(ray), "start", f"--address=127.0.0.1:{port}", *common], check=True,
-                       capture_output=True, timeout=HANG_GUARD)
-        yield f"127.0.0.1:{port}"
-    finally:
-        def signal_all(signal_number: int) -> list[int]:
-            found = _cluster_processes(token, root)
-            for pid in found:
-                try:
-                    os.kill(pid, signal_number)
-                except ProcessLookupError:
-                    pass
-            return found
-
-        signal_all(signal.SIGTERM)
-        time.sleep(2)   # a grace period to end cleanly, not a deadline: whatever is left is killed next
-        # killed again until none is left (a process Ray started meanwhile included): the cluster has ended
-        wait_for(lambda: not signal_all(signal.SIGKILL), what="the end of the test's Ray cluster", poll=0.2)
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def test_a_search_trains_its_candidates_and_finals_as_tasks_on_a_two_node_ray_cluster(tiny, tmp_path, ray_cluster):
     """`compress search --executor ray --address HOST:PORT`: every run, the candidates' one at a time and the finals'
     seeds side by side, is a Ray task on the cluster's two nodes; the answer is the one a search here gives."""
@@ -738,7 +680,7 @@ def test_a_search_trains_its_candidates_and_finals_as_tasks_on_a_two_node_ray_cl
     out = tmp_path / "search-ray"
     done = run_cli("search", *tiny["args"], "--space", str(space), "--seeds", "2", "--against", "none",
                    "--finalists", "1", "--budget", "20m", "--seq-len", "64", "--out", str(out), "--executor", "ray",
-                   "--address", ray_cluster, "--cpus-per-run", "1",
+                   "--address", ray_cluster.address, "--cpus-per-run", "1",
                    env={**tiny["env"], "COMPRESS_CACHE": str(tmp_path / "cache")})   # no stored runs: it trains
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ray: 2 CPUs" in done.stderr                        # the finals saw both nodes

@@ -14,6 +14,7 @@ from rich.table import Table
 from compress.cli.common import (
     ADDRESS,
     BATCH_SHAPE,
+    COPIES_PER_EPOCH,
     CPUS_PER_RUN,
     DECAY,
     DEVICE,
@@ -43,6 +44,12 @@ from compress.cli.common import (
 )
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
+
+# Shared with `compress search` (compress/cli/search.py); 3 is compress.runs.executors.DEFAULT_MAX_RETRIES, not imported
+# here so that --help stays light.
+MAX_RETRIES = typer.Option(3, help="Times a run's Ray task is started again after its worker or node died (killed, out "
+                                   "of memory, a lost node); a student run continues from its last checkpoint. An "
+                                   "error of the run itself is never retried.")
 
 if TYPE_CHECKING:
     from compress.reports.comparison_data import ShownComparison, ShownInterval, ShownModel
@@ -93,12 +100,14 @@ def compare(
     metric: str | None = METRIC,
     recipe: str = RECIPE,
     transfer_text: str | None = TRANSFER_TEXT,
+    copies_per_epoch: int | None = COPIES_PER_EPOCH,
     warmup: float | None = WARMUP,
     decay: str | None = DECAY,
     executor: str = EXECUTOR,
     address: str | None = ADDRESS,
     cpus_per_run: float = CPUS_PER_RUN,
     gpus_per_run: float = GPUS_PER_RUN,
+    max_retries: int = MAX_RETRIES,
     config_file: Path | None = typer.Option(
         None, "--config", help="A TOML or YAML file declaring the comparison: settings named as these options "
                                "(methods = [...], seeds = [13, 14, 15], ...); an option given here wins."),
@@ -112,11 +121,15 @@ def compare(
 ) -> None:
     """Run every method on one teacher and dataset (reusing finished runs) and write one comparison."""
     from compress.runs.compare_plan import plan_runs, run_config_of
+    from compress.runs.config import check_copies_chosen
 
     config = _compare_config(ctx, config_file, like, ignore_versions)
     # A bad method, pipeline or option, then a bad value of the settings every run takes (precision, device,
     # metric...): refused before torch loads.
-    run_config_of(config, plan_runs(config.methods)[0], "teacher")
+    planned = plan_runs(config.methods)
+    run_config_of(config, planned[0], "teacher")
+    check_copies_chosen(config.recipe, config.copies_per_epoch,
+                        [(run.method, run.method.make_options(run.options)) for run in planned])
     from compress.runs.compare import compare as run_compare
 
     say = (lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
@@ -188,7 +201,9 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
         speed_device=s["speed_device"],
         hold_out=s["hold_out"], precision=s["precision"], metric=s["metric"], recipe=s["recipe"],
         transfer_text=s["transfer_text"], warmup=s["warmup"], decay=s["decay"],
-        executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"]),
+        copies_per_epoch=s["copies_per_epoch"],
+        executor=Executor(s["executor"], s["address"], s["cpus_per_run"], s["gpus_per_run"],
+                          ctx.params["max_retries"]),
         teacher_finetune=teacher_finetune(s["teacher_epochs"], s["teacher_lr"], s["teacher_batch_size"],
                                           s["teacher_layer_decay"]),
         command=shlex.join(["compress", *sys.argv[1:]]),

@@ -11,6 +11,7 @@ from rich.markup import escape
 from compress.cli.common import (
     ADDRESS,
     BATCH_SHAPE,
+    COPIES_PER_EPOCH,
     CPUS_PER_RUN,
     DEVICE,
     EXECUTOR,
@@ -34,6 +35,7 @@ from compress.cli.common import (
     print_json,
     teacher_finetune,
 )
+from compress.cli.compare import MAX_RETRIES
 from compress.data.named import DEFAULT_DATASET
 from compress.teachers.registry import DEFAULT_TEACHER
 
@@ -80,10 +82,12 @@ def search(
     device: str = DEVICE,
     precision: str = PRECISION,
     recipe: str = RECIPE,
+    copies_per_epoch: int | None = COPIES_PER_EPOCH,
     executor: str = EXECUTOR,
     address: str | None = ADDRESS,
     cpus_per_run: float = CPUS_PER_RUN,
     gpus_per_run: float = GPUS_PER_RUN,
+    max_retries: int = MAX_RETRIES,
     as_json: bool = typer.Option(False, "--json", help="Print search.json instead of a summary."),
 ) -> None:
     """Find the fastest (or smallest) model that keeps --min-retention of the teacher's score: candidates across
@@ -105,10 +109,10 @@ def search(
                           text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe,
                           metric=metric, out=out, batch_size=batch_size,
                           threads=threads, seq_len=seq_len, repeats=repeats, batch_shape=batch_shape, device=device,
-                          precision=precision, recipe=recipe,
+                          precision=precision, recipe=recipe, copies_per_epoch=copies_per_epoch,
                           teacher_finetune=teacher_finetune(teacher_epochs, teacher_lr, teacher_batch_size,
                                                            teacher_layer_decay),
-                          executor=Executor(executor, address, cpus_per_run, gpus_per_run),
+                          executor=Executor(executor, address, cpus_per_run, gpus_per_run, max_retries),
                           command=shlex.join(["compress", *sys.argv[1:]]))
     directory, record = run_search(config, progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                                    show_progress=not as_json)

@@ -10,16 +10,22 @@ the driver measures every model afterwards, in one process, so the ratios stay f
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import sys
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from compress.errors import CompressError
 from compress.paths import cache_dir
 
 EXECUTORS = ("local", "ray")
+DEFAULT_MAX_RETRIES = 3   # Ray's own default for a task whose worker or node died
 T = TypeVar("T")
 
 
@@ -31,12 +37,17 @@ class Executor:
     address: str | None = None     # a Ray cluster to join (default: start a local instance)
     cpus_per_run: float = 1.0
     gpus_per_run: float = 0.0
+    max_retries: int = DEFAULT_MAX_RETRIES   # starts again of a run's task whose worker or node died
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise CompressError(f"unknown executor {self.kind!r}; use one of {', '.join(EXECUTORS)}.")
-        if self.kind == "local" and (self.address or self.cpus_per_run != 1.0 or self.gpus_per_run):
-            raise CompressError("--address, --cpus-per-run and --gpus-per-run are for --executor ray.")
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise CompressError(f"--max-retries must be a whole number, 0 or more (the times a run's Ray task is "
+                                f"started again after its worker or node died), not {self.max_retries!r}.")
+        if self.kind == "local" and (self.address or self.cpus_per_run != 1.0 or self.gpus_per_run
+                                     or self.max_retries != DEFAULT_MAX_RETRIES):
+            raise CompressError("--address, --cpus-per-run, --gpus-per-run and --max-retries are for --executor ray.")
         if not self.cpus_per_run > 0 or self.gpus_per_run < 0:
             raise CompressError("--cpus-per-run must be positive and --gpus-per-run 0 or more.")
         if self.kind == "ray":
@@ -53,15 +64,18 @@ class Executor:
             return
         ray = _ray()
         started = not ray.is_initialized()
-        if started:
-            # The tasks read and write the same cache as this process (one machine or a shared filesystem).
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=True,
-                     runtime_env={"env_vars": {"COMPRESS_CACHE": str(cache_dir())}})
-        try:
-            yield
-        finally:
+        # What Ray passes on from the tasks and its own processes (a worker lost: "(raylet) A worker died...") goes to
+        # stderr with this process's log: stdout holds the command's answer (--json).
+        with redirect_stdout(sys.stderr):
             if started:
-                ray.shutdown()
+                # The tasks read and write the same cache as this process (one machine or a shared filesystem).
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=True,
+                         runtime_env={"env_vars": {"COMPRESS_CACHE": str(cache_dir())}})
+            try:
+                yield
+            finally:
+                if started:
+                    ray.shutdown()
 
 
 def _reachable(address: str) -> None:
@@ -101,19 +115,36 @@ def _ray() -> Any:
 
 def _on_ray(steps: list[Any], run_one: Callable[..., T], executor: Executor,
             say: Callable[[str], None]) -> dict[str, T]:
+    """Every step as a task (a later step's takes its parent's result), every task waited for; the first failure
+    (in the steps' order) raised once all have ended, the others said."""
     ray = _ray()
-    with executor.session():
+    with executor.session(), _attempt_folders() as attempts:
         say(f"ray: {ray.cluster_resources().get('CPU', 0):g} CPUs, {ray.cluster_resources().get('GPU', 0):g} GPUs; "
             f"{len(steps)} runs, each with {executor.cpus_per_run:g} CPUs and {executor.gpus_per_run:g} GPUs")
-        task = ray.remote(num_cpus=executor.cpus_per_run, num_gpus=executor.gpus_per_run, max_retries=0)(_task)
+        task = _remote(ray, executor)
         refs = {}
-        for step in steps:
+        for index, step in enumerate(steps):
             refs[step.name] = task.remote(run_one, step, refs[step.parent] if step.parent else None,
-                                          executor.cpus_per_run)
-        results = {}
-        for step in steps:
-            results[step.name] = _result(ray, refs[step.name])
+                                          executor.cpus_per_run, str(attempts / str(index)))
+        results: dict[str, T] = {}
+        failures: list[BaseException] = []
+        failed: set[str] = set()
+        for index, step in enumerate(steps):
+            if step.parent in failed:
+                failed.add(step.name)
+                say(f"ray: {step.name} was not run: its parent {step.parent} failed")
+                continue
+            try:
+                results[step.name] = _gathered(ray, step.name, refs[step.name], attempts / str(index), executor, say)
+            except Exception as e:  # noqa: BLE001 - raised (the first) or said once every other run has ended
+                failed.add(step.name)
+                failures.append(e)
+                say(f"ray: {step.name} failed: the other runs go on, and its error ends the command"
+                    if len(failures) == 1 else f"ray: {step.name} failed too: {_first_line(e)}")
+                continue
             say(f"finished {step.name} (ray)")
+        if failures:
+            raise failures[0]
         return results
 
 
@@ -124,26 +155,100 @@ def run_step(step: Any, parent: T | None, run_one: Callable[..., T], executor: E
     if executor.kind != "ray":
         return run_one(step, parent)
     ray = _ray()
-    with executor.session():
-        task = ray.remote(num_cpus=executor.cpus_per_run, num_gpus=executor.gpus_per_run, max_retries=0)(_task)
-        result = _result(ray, task.remote(run_one, step, parent, executor.cpus_per_run))
+    with executor.session(), _attempt_folders() as attempts:
+        ref = _remote(ray, executor).remote(run_one, step, parent, executor.cpus_per_run, str(attempts / "0"))
+        result = _gathered(ray, step.name, ref, attempts / "0", executor, say)
     say(f"finished {step.name} (ray)")
     return result
 
 
-def _result(ray: Any, ref: Any) -> Any:
-    """A task's result; a refusal inside it (CompressError) comes out as itself, a one-line error here."""
+def _remote(ray: Any, executor: Executor) -> Any:
+    """The task every run is: retried where its worker or node died, never where the run's own code raised."""
+    return ray.remote(num_cpus=executor.cpus_per_run, num_gpus=executor.gpus_per_run,
+                      max_retries=executor.max_retries, retry_exceptions=False)(_task)
+
+
+@contextmanager
+def _attempt_folders() -> Iterator[Path]:
+    """A folder in the cache the tasks share, for a folder per run in which each start of its task leaves a file
+    (:func:`_count_start`); removed when the runs are gathered."""
+    root = cache_dir() / "ray-attempts" / uuid.uuid4().hex
     try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as e:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            root.parent.rmdir()   # the last one out
+        except OSError:
+            pass
+
+
+def _starts(folder: Path) -> int:
+    """How many times the task of a run started (0 where its folder cannot be seen here)."""
+    try:
+        return sum(1 for _ in folder.iterdir())
+    except OSError:
+        return 0
+
+
+def _gathered(ray: Any, name: str, ref: Any, attempts: Path, executor: Executor, say: Callable[[str], None]) -> Any:
+    """The result of the task of the run ``name``, after saying whether it was retried; a refusal inside it
+    (CompressError) comes out as itself, a worker or node lost more often than retried as one sentence."""
+    try:
+        result = ray.get(ref)
+    except ray.exceptions.RayTaskError as e:   # raised by the run's own code: never retried
+        _say_retried(name, _starts(attempts), executor, say)
         if isinstance(e.cause, CompressError):
             raise e.cause from None
         raise
+    except _lost(ray) as e:
+        tries = executor.max_retries + 1
+        raise CompressError(
+            f"the run {name} lost its Ray worker or node {tries} time{'s' if tries > 1 else ''} "
+            f"({_first_line(e)}); the runs that finished and its last checkpoint, if it wrote one, are kept: run the "
+            f"command again to continue{' (or allow more with --max-retries)' if not executor.max_retries else ''}.",
+            exit_code=1) from None
+    _say_retried(name, _starts(attempts), executor, say)
+    return result
 
 
-def _task(run_one: Callable[..., T], step: Any, parent: T | None, cpus: float) -> T:
-    """One run inside a Ray worker: as many torch threads as CPUs the task was given, no progress bars."""
+def _lost(ray: Any) -> tuple[type[BaseException], ...]:
+    """The errors of a task whose process or node died (what Ray retries), as against an error of its code."""
+    x = ray.exceptions
+    return (x.WorkerCrashedError, x.NodeDiedError, x.LocalRayletDiedError, x.OutOfMemoryError, x.ObjectLostError,
+            x.OwnerDiedError)
+
+
+def _say_retried(name: str, starts: int, executor: Executor, say: Callable[[str], None]) -> None:
+    if starts > 1:
+        say(f"ray: {name} lost its worker and was retried (attempt {starts} of {executor.max_retries + 1})")
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's first sentence, without its full stop (Ray's messages go on for several lines); for an error of a
+    task's own code, the error inside it."""
+    if isinstance(getattr(error, "cause", None), BaseException):
+        error = error.cause
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__).split(". ")[0].rstrip(".")
+
+
+def _count_start(folder: str) -> None:
+    """Leave a file of this start in ``folder`` (one file each, so starts on several nodes never write the same
+    file); where the folder cannot be written, the run goes on uncounted."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(Path(folder) / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}", "x"):
+            pass
+    except OSError:
+        pass
+
+
+def _task(run_one: Callable[..., T], step: Any, parent: T | None, cpus: float, attempts: str) -> T:
+    """One run inside a Ray worker: its start counted, as many torch threads as CPUs the task was given, no progress
+    bars."""
     import torch
 
+    _count_start(attempts)
     torch.set_num_threads(max(1, int(cpus)))
     return run_one(step, parent, show_progress=False)
