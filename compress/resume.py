@@ -150,13 +150,15 @@ class Resume:
             return None
         try:
             state = torch.load(self.file, map_location="cpu", weights_only=True)
-            if state.get("format") != FORMAT:
-                raise ValueError(f"format {state.get('format')}")
-            self.stored = digest
-            return state
         except Exception as e:  # a checkpoint that cannot be read is not worth failing the run for
             self._afresh(f"cannot be read ({type(e).__name__})")
             return None
+        found = state.get("format") if isinstance(state, dict) else None
+        if found != FORMAT:
+            self._afresh(f"was written by another version of compress (format {found}; this one reads {FORMAT})")
+            return None
+        self.stored = digest
+        return state
 
     def _afresh(self, why: str) -> None:
         """Say in one line (once, from the main process) that the checkpoint is not used, and why."""

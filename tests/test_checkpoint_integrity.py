@@ -59,6 +59,19 @@ def test_a_flipped_byte_a_truncated_file_or_a_lost_digest_is_refused_in_one_line
     refused("has no readable record of its sha256")
 
 
+def test_a_checkpoint_of_another_format_is_not_resumed_from_and_says_why(saved, capsys, monkeypatch):
+    """A checkpoint an older compress wrote (another state layout: format 2 held no kept weights or average) is whole
+    but not this version's: one line names both formats and the training starts afresh."""
+    import compress.resume as resume_module
+
+    resume, read = saved
+    monkeypatch.setattr(resume_module, "FORMAT", resume_module.FORMAT + 1)
+    assert read() is None
+    line = capsys.readouterr().err.strip()
+    assert f"was written by another version of compress (format {resume_module.FORMAT - 1}; this one reads " \
+           f"{resume_module.FORMAT})" in line and "starting from the beginning" in line and "\n" not in line
+
+
 def test_a_kill_between_recording_the_digest_and_the_rename_leaves_the_previous_checkpoint_usable(saved):
     resume, read = saved
     before = resume.file.read_bytes()
