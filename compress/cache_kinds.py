@@ -62,6 +62,16 @@ def _is_unfinished(entry: Path) -> bool:
     return isinstance(digests, dict) and isinstance(digests.get("sha256"), list)
 
 
+def _is_ray_attempts(entry: Path) -> bool:
+    """A comparison's record of its Ray tasks' starts (compress.runs.executors): a folder per run, a file per start,
+    each holding ``{"ray_attempt": {...}}``."""
+    try:
+        starts = [f for run in entry.iterdir() if run.is_dir() for f in run.iterdir()]
+    except OSError:
+        return False
+    return bool(starts) and all(isinstance(data := _read_json(f), dict) and "ray_attempt" in data for f in starts)
+
+
 def _is_probe_file(entry: Path) -> bool:
     data = _read_json(entry)
     return isinstance(data, dict) and isinstance(data.get("context"), dict)
@@ -167,4 +177,5 @@ KINDS: dict[str, Kind] = {kind.folder: kind for kind in (
     Kind("general", "general-distilled student", "students", _has_checksums, _made_by_general),
     Kind("pretrain", "pre-trained encoder", "students", _has_checksums, _made_by_pretrain),
     Kind("unfinished", "checkpoint of an unfinished training", "unfinished training", _is_unfinished),
+    Kind("ray-attempts", "starts of a running comparison's Ray tasks", "unfinished training", _is_ray_attempts),
 )}

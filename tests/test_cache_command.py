@@ -358,3 +358,18 @@ def test_an_entry_another_process_is_reading_is_kept_by_a_prune(root):
     done = run_cli("cache", "prune", "--older-than", "0s", env={"COMPRESS_CACHE": str(root)})
     assert done.returncode == 0, done.stderr
     assert not read.exists()
+
+
+def test_a_running_comparisons_ray_starts_are_recognised_by_their_content(tmp_path):
+    """What a Ray task leaves at each start (compress.runs.executors) is an entry of ours; a folder of other files
+    beside it is not."""
+    from compress.runs.executors import _count_start
+
+    entry = tmp_path / "ray-attempts" / "a1"
+    _count_start(str(entry / "0"))
+    _count_start(str(entry / "0"))
+    assert len(list((entry / "0").iterdir())) == 2 and KINDS["ray-attempts"].ours(entry)
+    other = tmp_path / "ray-attempts" / "b2" / "0"
+    other.mkdir(parents=True)
+    (other / "notes.txt").write_text("mine")
+    assert not KINDS["ray-attempts"].ours(other.parent)

@@ -110,10 +110,9 @@ def retention_lines(record: RunRecord) -> list[str]:
     """report.md's retention: on test and on dev, each with its 95% interval over that split's sentences (paired with
     the teacher on the same sentences), and one sentence where the two differ by more than their intervals allow."""
     name = _metric_name(record)
-    lines = [f"**Retention** (student {name} / teacher {name}): **{record.retention:.1%}** on test."]
     kept = record.retentions or {}
-    if "test" not in kept:
-        return lines
+    if "test" not in kept:   # a run recorded before runs kept intervals: as its report said then
+        return [f"**Retention** (student {name} / teacher {name}): **{record.retention:.1%}**."]
     test, sizes = kept["test"], record.dataset.sizes
     lines = [f"**Retention** (student {name} / teacher {name}): **{record.retention:.1%}** on the {sizes['test']:,} "
              f"test sentences, 95% interval {interval_text(test)} (paired with the teacher on the same sentences)."]

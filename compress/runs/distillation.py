@@ -22,7 +22,7 @@ from compress.predictions import Predictions
 from compress.registry import Preparation, StudentMethod, Transformed, get_method
 from compress.resume import Resume
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
-from compress.runs.source import finetuned_source
+from compress.runs.source import finetuned_source, teacher_outputs
 from compress.runs.writer import train_settings, transfer_request, write_run
 from compress.students.transfer import with_transfer
 from compress.teachers.finetune import finetune_teacher, tokenized_for
@@ -99,9 +99,10 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
                                        resume.stage(index, stages, tmp / "log.jsonl")))
         student_test = Predictions.of(*predict(student, data.eval_batches("test"), device,
                                                collective=True))
+        answers = teacher_outputs(finetuned, teacher, data)   # every rank: the cache's main process computes them
         if not world().is_main:
             return RunResult(out, None)
-        source = finetuned_source(config, task, finetuned, teacher.cpu(), data)
+        source = finetuned_source(config, task, finetuned, teacher.cpu(), data, answers)
         made = Transformed(student.cpu(), stages=stages, recipe=recipe.to_dict(), test=student_test)
         # A resumed run's time counts the training before its checkpoint too.
         record = write_run(tmp, out, config, method, options, source, made,

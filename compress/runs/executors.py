@@ -10,6 +10,7 @@ the driver measures every model afterwards, in one process, so the ratios stay f
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -238,8 +239,9 @@ def _count_start(folder: str) -> None:
     file); where the folder cannot be written, the run goes on uncounted."""
     try:
         os.makedirs(folder, exist_ok=True)
-        with open(Path(folder) / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}", "x"):
-            pass
+        with open(Path(folder) / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}", "x") as f:
+            # what `compress cache` recognises it by (compress.cache_kinds)
+            json.dump({"ray_attempt": {"host": socket.gethostname(), "pid": os.getpid()}}, f)
     except OSError:
         pass
 

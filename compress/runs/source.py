@@ -59,16 +59,21 @@ class Source:
 
 
 def finetuned_source(config: RunConfig, task: TaskData, finetuned: FinetunedTeacher, model: Encoder,
-                     data: TokenizedTask) -> Source:
+                     data: TokenizedTask, outputs: dict[str, Predictions] | None = None) -> Source:
     """The fine-tuned teacher as a source: what a transform of it, or a student trained from it, is measured
     against (``data``: the task as the teacher tokenizes it, or a student's augmented copy of that)."""
     entry = teacher_record(model, finetuned.record, data.max_length, finetuned.directory)
     settings: RunSettings = {k: getattr(config, k) for k in SETTINGS}  # type: ignore[assignment]
-    outputs = {split: Predictions.of(teacher_logits(model, data, split, finetuned.record["fingerprint"],
-                                                    next(model.parameters()).device, show_progress=False),
-                                     data.splits[split]["labels"]) for split in TEACHER_OUTPUTS}
     return Source("teacher", model, finetuned.directory, task, data, config.teacher, entry, entry, None, settings, [],
-                  outputs, finetuned)
+                  outputs if outputs is not None else teacher_outputs(finetuned, model, data), finetuned)
+
+
+def teacher_outputs(finetuned: FinetunedTeacher, model: Encoder, data: TokenizedTask) -> dict[str, Predictions]:
+    """The fine-tuned teacher's predictions on test and dev (:data:`TEACHER_OUTPUTS`), computed once and cached; under
+    a launcher every rank calls it (the cache's main process computes them while the others wait)."""
+    return {split: Predictions.of(teacher_logits(model, data, split, finetuned.record["fingerprint"],
+                                                 next(model.parameters()).device, show_progress=False),
+                                  data.splits[split]["labels"]) for split in TEACHER_OUTPUTS}
 
 
 def teacher_source(config: RunConfig, task: TaskData, show_progress: bool) -> Source:
