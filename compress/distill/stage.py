@@ -69,13 +69,17 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     # the training sentences, and after them the transfer data (augmented copies, unlabeled text) where the run has it
     split = data.training_split
     train_set, collator = data.split(split), padding
+    taught = False   # whether the terms reading logits learn ``answers`` (they can only where the targets are stored)
     if teacher_fingerprint and objective.targets is not None:
         # what the stage reads of the teacher, computed once per teacher and dataset (cached on disk), not per step
         spec = objective.targets
-        targets = StoredTargets(spec, answers(split), None, None, None, None) if answers and spec.logits_only else \
-            stored_targets(teacher, data, split, teacher_fingerprint, spec, device, show_progress)
-        if targets is not None and answers is not None:
-            targets = replace(targets, logits=answers(split))
+        if answers is not None and spec.logits_only:   # nothing of ``teacher`` is read: the answers alone
+            targets: StoredTargets | None = StoredTargets(spec, answers(split), None, None, None, None)
+        else:
+            targets = stored_targets(teacher, data, split, teacher_fingerprint, spec, device, show_progress)
+            if targets is not None and answers is not None:
+                targets = replace(targets, logits=answers(split))
+        taught = targets is not None and answers is not None
         if targets is not None:
             objective.resident = resident_targets(targets, device)
             train_set = with_target_index(data, split)
@@ -113,7 +117,7 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
                        **({"cooldown_steps": result.cooldown_steps} if result.cooldown_steps else {}),
                        selected_on="divergence" if train_config.select == "divergence" else train_config.metric,
                        kept_step=result.kept_step, kept_average=result.kept_average,
-                       **({"soft_targets": "teacher"} if answers is not None else {}),
+                       **({"soft_targets": "teacher"} if taught else {}),
                        precision=result.precision, **({"step_ms": result.step_ms} if result.step_ms else {}),
                        warnings=result.warnings, device=device_name(device),
                        **{k: v for k, v in measured.items() if v is not None})
