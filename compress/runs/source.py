@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -122,13 +123,13 @@ def teacher_answers(source: Source, data: TokenizedTask) -> Callable[[str], torc
     finetuned = source.finetuned
     if finetuned is None or data.cache_key != tokenized_for(finetuned, source.task).cache_key:
         return None
-    loaded: list[Encoder] = []
+    @cache
+    def teacher() -> Encoder:   # loaded once, on the first split asked for
+        return source.model if source.kind == "teacher" else finetuned.load().model
 
     def answers(split: str) -> torch.Tensor:
-        if not loaded:
-            loaded.append(source.model if source.kind == "teacher" else finetuned.load().model)
-        return teacher_logits(loaded[0], data, split, finetuned.record["fingerprint"],
-                              next(loaded[0].parameters()).device, show_progress=False)
+        return teacher_logits(teacher(), data, split, finetuned.record["fingerprint"],
+                              next(teacher().parameters()).device, show_progress=False)
 
     return answers
 
