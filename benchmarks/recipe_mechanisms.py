@@ -5,8 +5,8 @@
 
 Each variant is a named recipe (:mod:`compress.distill.schedule`) with some of its mechanisms changed: ``+divergence``
 keeps the weights closest to the teacher's dev answers, evaluated four times an epoch; ``+average`` offers the weights'
-exponential moving average (decay 0.99) beside them; ``+copyN`` makes N augmented copies; ``+perepoch`` lets each epoch
-learn from one copy in turn; ``+patienceN`` and ``+epochsN`` set those; ``+nopatience`` trains to the ceiling;
+exponential moving average (decay 0.99) beside them; ``+copyN`` makes N augmented copies; ``+perepochK`` lets each epoch
+learn from K copies in turn (one where K is left out); ``+patienceN`` and ``+epochsN`` set those; ``+nopatience`` trains to the ceiling;
 ``+teacher`` teaches a pipeline's recoveries the fine-tuned teacher's soft targets instead of their parent's. Every
 run holds out ``--hold-out`` training sentences (the search's 2,062 on MR) and is made once (the run store keeps it:
 running the script again only prints). For each variant the script prints its accuracy and retention on the held-out
@@ -50,7 +50,7 @@ def variant(text: str) -> Schedule:
             "divergence": lambda s: replace(s, select="divergence", evals_per_epoch=4),
             "average": lambda s: replace(s, average=0.99),
             "copy": lambda s: replace(s, copies=value),
-            "perepoch": lambda s: replace(s, copies_per_epoch=1),
+            "perepoch": lambda s: replace(s, copies_per_epoch=value or 1),
             "patience": lambda s: replace(s, patience=value),
             "nopatience": lambda s: replace(s, patience=None),
             "epochs": lambda s: replace(s, epochs=value),

@@ -312,7 +312,7 @@ def test_iterative_steps_reach_the_asked_share_in_equal_slices():
     from compress.methods.prune.options import PruneOptions
     from compress.methods.prune.verb import step_amounts
 
-    amounts = step_amounts(PruneOptions(keep_heads=0.4, keep_ffn=0.7, drop_layers=2, steps=3))
+    amounts = step_amounts(PruneOptions(keep_heads=0.4, keep_ffn=0.7, drop_layers=2, steps=3, keep_width=0.5), 384)
     kept_heads = kept_ffn = 1.0
     for number, amount in enumerate(amounts, 1):
         kept_heads *= amount.heads
@@ -320,3 +320,5 @@ def test_iterative_steps_reach_the_asked_share_in_equal_slices():
         assert kept_heads == pytest.approx(1 - 0.6 * number / 3)
         assert kept_ffn == pytest.approx(1 - 0.3 * number / 3)
     assert [a.drop_layers for a in amounts] == [2, 0, 0]
+    assert [a.channels for a in amounts] == [320, 256, 192]   # the width falls by as many channels each step
+    assert step_amounts(PruneOptions(), 384)[0].channels is None

@@ -6,7 +6,8 @@ from the batch instead when they were stored for the dataset (``teacher_logits``
 ``teacher_attention``: :mod:`compress.distill.teacher_targets`; :meth:`DistillationObjective.target_spec`
 says which layers).
 Projections W (student width -> teacher width) are created here when widths differ and are
-trained with the student.
+trained with the student; a student cut from its teacher's width (``channels``, the teacher's channels it kept)
+instead compares its states with the teacher's at those channels, with no projection.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def teacher_runs_live(stage: Stage) -> bool:
 class DistillationObjective(nn.Module):
     """Sum of a stage's weighted loss terms; an ``nn.Module`` only to own the projections."""
 
-    def __init__(self, stage: Stage, teacher: Encoder, student: Encoder, layer_map: LayerMap) -> None:
+    def __init__(self, stage: Stage, teacher: Encoder, student: Encoder, layer_map: LayerMap,
+                 channels: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.stage = stage
         self.teacher = teacher.eval().requires_grad_(False)
@@ -50,9 +52,13 @@ class DistillationObjective(nn.Module):
         self.needs_teacher_forward = self.needs_hidden or self.needs_attention
         # Different head counts are allowed: attention losses then compare head-averaged maps.
         self.projections = nn.ModuleDict()
+        if channels is not None and (len(channels) != s.hidden_size or max(channels) >= t.hidden_size):
+            raise ValueError(f"the student's {s.hidden_size} channels cannot be {len(channels)} of the teacher's "
+                             f"{t.hidden_size}.")
+        self.channels = channels
         for term in stage.terms:
             kind = _PROJECTED.get(term.reads)
-            if kind is None or s.hidden_size == t.hidden_size:
+            if kind is None or s.hidden_size == t.hidden_size or channels is not None:
                 continue
             if LOSSES[term.loss].uses_projection:
                 if kind not in self.projections:
@@ -110,7 +116,11 @@ class DistillationObjective(nn.Module):
 
     def _pairs(self, term: LossTerm, student: EncoderOutput, teacher: Any) -> list[tuple[Any, Any]]:
         if term.reads in _PROJECTED:
-            return [(student.hidden_states[m], teacher.hidden_states[g]) for m, g in self._layers(term)]
+            pairs = [(student.hidden_states[m], teacher.hidden_states[g]) for m, g in self._layers(term)]
+            if self.channels is None:
+                return pairs
+            kept = torch.tensor(self.channels, device=pairs[0][1].device)
+            return [(s, t.index_select(-1, kept)) for s, t in pairs]
         s_maps, t_maps = getattr(student, term.reads), getattr(teacher, term.reads)
         return [(s_maps[m], t_maps[g]) for m, g in self._layers(term)]
 

@@ -6,7 +6,7 @@ Recipes are dataclasses with a JSON round trip, so every run writes the exact re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from compress.distill.layer_maps import LayerMap, LayerMapData, parse_layer_map
 from compress.distill.losses import LOSSES, get_loss
@@ -88,18 +88,25 @@ class RecipeData(TypedDict):
     method: str
     stages: list[StageData]
     layer_map: LayerMapData
+    channels: NotRequired[list[int]]
 
 
 @dataclass
 class Recipe:
-    """Stages of one method and the layer map that pairs student and teacher layers."""
+    """Stages of one method, the layer map that pairs student and teacher layers, and for a student cut from its
+    teacher's width the teacher's channels its hidden states are compared with (no projection; None: the widths are
+    equal, or a learned projection maps the student's onto the teacher's)."""
 
     method: str
     stages: list[Stage]
     layer_map: LayerMap = field(default_factory=lambda: LayerMap("uniform"))
+    channels: tuple[int, ...] | None = None   # a width cut's: the teacher's channels its hidden states face
 
     def to_dict(self) -> RecipeData:
-        return RecipeData(**asdict(self))
+        data = asdict(self)
+        if self.channels is None:
+            del data["channels"]   # recipes without one read as they did before widths were cut
+        return RecipeData(**data)
 
     def for_run(self, epochs: int | None, lr: float | None, layer_map: str | None, warmup: float | None = None,
                 decay: str | None = None) -> Recipe:
@@ -116,4 +123,6 @@ class Recipe:
         stages = [
             Stage(**{**s, "terms": [LossTerm(**t) for t in s["terms"]]}) for s in data["stages"]
         ]
-        return cls(method=data["method"], stages=stages, layer_map=LayerMap.from_dict(data["layer_map"]))
+        channels = data.get("channels")
+        return cls(method=data["method"], stages=stages, layer_map=LayerMap.from_dict(data["layer_map"]),
+                   channels=None if channels is None else tuple(channels))

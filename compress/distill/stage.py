@@ -62,7 +62,7 @@ def distil_stage(stage: Stage, recipe: Recipe, teacher: Encoder, student: Encode
     runs in every step). ``answers(split)``: the logits of another model than ``teacher`` on a split of ``data``,
     which the terms reading logits and the dev divergence learn from instead of ``teacher``'s (a recovery taught by the
     fine-tuned teacher, its hidden-state terms still against the model it recovers from, whose shape matches)."""
-    objective = DistillationObjective(stage, teacher, student, recipe.layer_map).to(device)
+    objective = DistillationObjective(stage, teacher, student, recipe.layer_map, recipe.channels).to(device)
     train_config = stage_config(stage, settings)
     positions = min(student.config.max_positions, teacher.config.max_positions)
     padding = for_device(data, device, positions).collator   # on a GPU, to a few shapes

@@ -18,7 +18,7 @@ INPUT_NAMES: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 # Fields written to JSON only when set, so a model without them (and every cache key and checkpoint made from
 # it) reads as it did before they existed.
 _OMITTED_WHEN_UNSET = {"attention_ranks": None, "ffn_ranks": None, "word_rank": 0, "delta_rank": 0,
-                       "own_norms": False}
+                       "own_norms": False, "head_width": 0}
 
 
 class EncoderConfigData(TypedDict, total=False):
@@ -51,6 +51,7 @@ class EncoderConfigData(TypedDict, total=False):
     word_rank: int
     delta_rank: int
     own_norms: bool
+    head_width: int
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class EncoderConfig:
                        the smallest shared matrix, where B_l A_l can be any matrix.
     own_norms          relaxed sharing: every such layer also adds its own offsets to the block's biases and
                        layer-norm weights (a few thousand parameters per layer).
+    head_width         after cutting the hidden size (width pruning): each head's width, which no longer derives from
+                       H (0: H / num_heads, BERT's tie; transformers cannot hold another).
     """
 
     vocab_size: int = 30522
@@ -109,6 +112,7 @@ class EncoderConfig:
     word_rank: int = 0
     delta_rank: int = 0
     own_norms: bool = False
+    head_width: int = 0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
@@ -116,7 +120,10 @@ class EncoderConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-        if self.hidden_size % self.num_heads:
+        if not isinstance(self.head_width, int) or isinstance(self.head_width, bool) or self.head_width < 0:
+            raise ValueError(f"head_width must be an integer >= 0 (0: hidden_size / num_heads), got "
+                             f"{self.head_width!r}.")
+        if not self.head_width and self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})."
             )
@@ -193,7 +200,8 @@ class EncoderConfig:
     # --- derived shape -------------------------------------------------------------------
     @property
     def head_size(self) -> int:
-        return self.hidden_size // self.num_heads
+        """Each head's width: ``head_width`` where the hidden size was cut, else H / num_heads."""
+        return self.head_width or self.hidden_size // self.num_heads
 
     @property
     def factorized(self) -> bool:
@@ -212,8 +220,9 @@ class EncoderConfig:
 
     @property
     def pruned(self) -> bool:
-        """True when some block has its own number of heads or FFN width (transformers cannot hold it)."""
-        return self.heads is not None or self.ffn_sizes is not None
+        """True when some block has its own number of heads or FFN width, or the hidden size was cut away from the
+        heads' width (transformers cannot hold it)."""
+        return self.heads is not None or self.ffn_sizes is not None or bool(self.head_width)
 
     @property
     def total_heads(self) -> int:

@@ -14,11 +14,16 @@ neurons  first-order Taylor (Molchanov et al. 2017): removing neuron i changes t
          column of the output matrix); the score is |that sum| per batch, averaged over batches.
 layers   the increase of the mean loss when layer l is skipped (its gate set to 0), one forward
          pass over the examples per layer; the "drop the top k" baseline (Sajjad et al.) needs no score.
+channels Minitron (Muralidharan et al. 2024): the residual stream's channel c scores the mean |x_c| over the real
+         tokens of every layer norm's output (the embeddings', or the E -> H projection's output where the embedding
+         is factorized, and each block's), summed over them: a channel every layer writes large values into carries
+         what the layers read. It costs no pass of its own (hooks on the gradient passes above).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +49,7 @@ class Importance:
     base_loss: float
     examples: int
     target: str
+    channels: list[float] | None = None   # per channel of the hidden size (None: scored before widths were cut)
 
     def to_dict(self) -> JSONObject:
         return asdict(self)
@@ -78,9 +84,11 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
     heads = [torch.zeros(config.heads_of(b), device=device) for b in range(config.num_attention_blocks)]
     neurons = [torch.zeros(config.ffn_size_of(b), device=device) for b in range(config.num_ffn_blocks)]
     total, examples = 0.0, 0
+    channels = torch.zeros(config.hidden_size, device=device)
     for batch in batches:
         model.zero_grad(set_to_none=True)
-        loss = _loss(model, batch, target, Gates(heads=head_gates))
+        with _channel_magnitudes(model, batch["attention_mask"], channels):
+            loss = _loss(model, batch, target, Gates(heads=head_gates))
         grads = torch.autograd.grad(loss, head_gates + list(model.parameters()), allow_unused=True)
         for acc, g in zip(heads, grads[:len(head_gates)], strict=True):
             if g is not None:
@@ -101,7 +109,27 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
     for p, flag in zip(model.parameters(), wanted, strict=True):
         p.requires_grad_(flag)
     return Importance(heads=[h.tolist() for h in heads], neurons=[(n / steps).tolist() for n in neurons],
-                      layers=layers, base_loss=base, examples=examples, target=target)
+                      layers=layers, base_loss=base, examples=examples, target=target,
+                      channels=(channels / steps).tolist())
+
+
+@contextmanager
+def _channel_magnitudes(model: Encoder, attention_mask: torch.Tensor, into: torch.Tensor) -> Iterator[None]:
+    """Adds to ``into``, for each hidden channel, the mean |x| over the real tokens of every layer-norm output of the
+    residual stream that a forward pass inside this block computes (see the module docstring)."""
+    real = attention_mask.bool()
+
+    def add(_module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
+        into.add_(output.detach()[real].abs().float().mean(dim=0))
+
+    embeddings = model.embeddings.projection if model.config.factorized else model.embeddings.layer_norm
+    norms = [embeddings, *(block.layer_norm for block in (*model.attention, *model.ffn))]
+    handles = [norm.register_forward_hook(add) for norm in norms]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _taylor(block: torch.nn.Module, grads: dict[str, torch.Tensor | None], prefix: str) -> torch.Tensor:

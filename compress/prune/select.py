@@ -22,6 +22,7 @@ class Amount:
     drop_layers: int = 0
     ranking: str = "global"
     layer_order: str = "top"
+    channels: int | None = None   # hidden channels to keep (None: the width stays)
 
 
 def dropped_layers(config: EncoderConfig, importance: Importance, amount: Amount) -> list[int]:
@@ -59,4 +60,17 @@ def choose(config: EncoderConfig, importance: Importance, amount: Amount) -> Kee
                         amount.ranking)
     return Keep(heads=tuple(heads.get(b, ()) for b in range(config.num_attention_blocks)),
                 neurons=tuple(neurons.get(b, ()) for b in range(config.num_ffn_blocks)),
-                layers=layers)
+                layers=layers, channels=kept_channels(importance, amount.channels))
+
+
+def kept_channels(importance: Importance, count: int | None) -> tuple[int, ...] | None:
+    """The ``count`` hidden channels with the highest scores (ties to the lower index), ascending; None where the
+    width stays (``count`` None or every channel)."""
+    scores = importance.channels
+    if count is None:
+        return None
+    if scores is None:
+        raise ValueError("these importance scores hold no channel scores to cut the width by.")
+    if count >= len(scores):
+        return None
+    return tuple(sorted(sorted(range(len(scores)), key=lambda c: (-scores[c], c))[:count]))

@@ -9,10 +9,17 @@ gates at zero (:class:`compress.models.encoder.Gates`), and costs only what it k
 
 Sharing composes: indices are per *block*, so pruning a shared block prunes it for every layer
 that runs it. Dropping layers removes the blocks only those layers ran.
+
+Cutting the width (Minitron's embedding channels) keeps some channels of the residual stream, the hidden size every
+layer reads and writes: every tensor with a side of H keeps that side's kept entries (:data:`_WIDTH_SIDES`) and the
+heads keep their width, which no longer derives from H (``EncoderConfig.head_width``). Unlike a head or a neuron, a
+channel is not removed exactly: each layer norm's mean and variance now run over the channels kept, so a width cut
+changes what the model computes a little even where the removed channels carry little, and recovery distils it back.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -25,14 +32,16 @@ from compress.models.encoder import Encoder, Gates
 class Keep:
     """What a pruned model keeps, as indices into the model it is cut from.
 
-    heads    per attention block, the head indices kept (ascending).
-    neurons  per FFN block, the neuron indices kept (ascending).
-    layers   the layer indices kept (ascending).
+    heads     per attention block, the head indices kept (ascending).
+    neurons   per FFN block, the neuron indices kept (ascending).
+    layers    the layer indices kept (ascending).
+    channels  the channels of the hidden size kept (ascending); None keeps the width.
     """
 
     heads: tuple[tuple[int, ...], ...]
     neurons: tuple[tuple[int, ...], ...]
     layers: tuple[int, ...]
+    channels: tuple[int, ...] | None = None
 
     @classmethod
     def everything(cls, config: EncoderConfig) -> Keep:
@@ -53,6 +62,17 @@ class Keep:
                 raise ValueError(f"kept {what} must be distinct ascending indices below {size}, got {list(kept)}.")
         if not self.layers:
             raise ValueError("at least one layer must remain.")
+        if self.channels is not None:
+            channels = list(self.channels)
+            if not channels or channels != sorted(set(channels)) or not 0 <= channels[0] <= channels[-1] < \
+                    config.hidden_size:
+                raise ValueError(f"kept channels must be distinct ascending indices below {config.hidden_size}, "
+                                 "at least one.")
+            if config.factorized and len(channels) <= config.embedding_size:
+                raise ValueError(f"a factorized embedding of width {config.embedding_size} feeds the hidden size "
+                                 f"through a projection, so the width must stay above it (not {len(channels)}).")
+            if config.relaxed:
+                raise ValueError("the width of a relaxed ALBERT cannot be cut (its deltas span the full width).")
         if len(self.layers) < config.num_layers and config.sharing != "none" and config.groups > 1:
             raise ValueError("layers cannot be dropped from a model that shares blocks in several groups.")
 
@@ -77,11 +97,16 @@ def pruned_config(config: EncoderConfig, keep: Keep) -> EncoderConfig:
     heads = tuple(len(keep.heads[b]) for b in attention)
     widths = tuple(len(keep.neurons[b]) for b in ffn)
     dropped = len(keep.layers) < config.num_layers
+    hidden = config.hidden_size if keep.channels is None else len(keep.channels)
+    tied = hidden % config.num_heads == 0 and hidden // config.num_heads == config.head_size
     return config.replace(
         num_layers=len(keep.layers),
         groups=1 if dropped else config.groups,
         heads=None if all(h == config.num_heads for h in heads) else heads,
         ffn_sizes=None if all(w == config.ffn_size for w in widths) else widths,
+        hidden_size=hidden,
+        embedding_size=config.embedding_size if config.factorized else hidden,
+        head_width=0 if tied else config.head_size,
     )
 
 
@@ -116,7 +141,41 @@ def prune_model(model: Encoder, keep: Keep) -> Encoder:
             state[f"{dst}output.weight"] = source[f"{src}output.weight"][:, idx].clone()
         for name in ("output.bias", "layer_norm.weight", "layer_norm.bias"):
             state[dst + name] = source[src + name].clone()
+    if keep.channels is not None:
+        state = _cut_width(state, torch.tensor(keep.channels, dtype=torch.long), config.factorized)
     return Encoder.holding(new_config, state, next(model.parameters()).device).train(model.training)
+
+
+# Which sides of each tensor run along the hidden size H: (name pattern, dimensions). Inputs of the maps that read
+# the residual stream (a low-rank map reads it through ``down``), outputs and biases of those that write it (through
+# ``up``), every layer norm, the pooler both ways, the classifier's input; the embeddings where they are H wide
+# (unfactorized; else the projection's output is).
+_WIDTH_SIDES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    (r"(attention\.\d+\.(query|key|value)|ffn\.\d+\.intermediate)(\.down)?\.weight", (1,)),
+    (r"(attention|ffn)\.\d+\.output(\.up)?\.(weight|bias)", (0,)),
+    (r"(attention|ffn)\.\d+\.layer_norm\.(weight|bias)", (0,)),
+    (r"pooler\.weight", (0, 1)),
+    (r"pooler\.bias", (0,)),
+    (r"classifier\.weight", (1,)),
+)
+_EMBEDDING_SIDES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    (r"embeddings\.(word_embeddings|position_embeddings|token_type_embeddings)\.weight", (1,)),
+    (r"embeddings\.word_embeddings\.up\.weight", (0,)),
+    (r"embeddings\.layer_norm\.(weight|bias)", (0,)),
+)
+_PROJECTION_SIDES: tuple[tuple[str, tuple[int, ...]], ...] = ((r"embeddings\.projection\.(weight|bias)", (0,)),)
+
+
+def _cut_width(state: dict[str, torch.Tensor], channels: torch.Tensor, factorized: bool) -> dict[str, torch.Tensor]:
+    """``state`` with only ``channels`` kept along every side that runs along the hidden size."""
+    sides = _WIDTH_SIDES + (_PROJECTION_SIDES if factorized else _EMBEDDING_SIDES)
+    cut = {}
+    for name, tensor in state.items():
+        dims = next((d for pattern, d in sides if re.fullmatch(pattern, name)), ())
+        for dim in dims:
+            tensor = tensor.index_select(dim, channels)
+        cut[name] = tensor.clone() if dims else tensor
+    return cut
 
 
 def gates_for(config: EncoderConfig, keep: Keep) -> Gates:

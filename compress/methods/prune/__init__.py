@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compress.methods.prune.details import PruneDetails
-from compress.methods.prune.options import PruneOptions
+from compress.methods.prune.options import PruneOptions, channels_to_keep
 from compress.methods.prune.report import compared_sections, report_lines, summary_lines
 from compress.models.config import EncoderConfig
 from compress.registry import Context, Transform, Transformed, register
@@ -28,18 +28,25 @@ WHY = ("Pruning removes whole heads and FFN neurons, so the model that is left i
        "table is untouched, which is why parameters fall less than FLOPs.")
 
 
-def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_layers: int = 0) -> EncoderConfig:
+def uniform_shape(tc: EncoderConfig, keep_heads: float, keep_ffn: float, drop_layers: int = 0,
+                  keep_width: float = 1.0) -> EncoderConfig:
     """The teacher's shape with the same share of heads and neurons kept in every layer (an illustration:
-    a global ranking keeps more in some layers than in others)."""
+    a global ranking keeps more in some layers than in others), and the width ``keep_width`` keeps."""
+    if tc.sharing != "none":
+        return tc
     layers = tc.num_layers - drop_layers
+    hidden = channels_to_keep(keep_width, tc.hidden_size)
+    tied = hidden == tc.hidden_size
     return tc.replace(num_layers=layers, groups=1, heads=(round(keep_heads * tc.num_heads),) * layers,
-                      ffn_sizes=(round(keep_ffn * tc.ffn_size),) * layers) if tc.sharing == "none" else tc
+                      ffn_sizes=(round(keep_ffn * tc.ffn_size),) * layers, hidden_size=hidden,
+                      embedding_size=tc.embedding_size if tc.factorized else hidden,
+                      head_width=0 if tied else tc.head_size)
 
 
 def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -> Explanation:
     from compress.reports.footprint import footprint, side_by_side
 
-    sc = uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
+    sc = uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers, options.keep_width)
     teacher, student = footprint(tc, seq_len), footprint(sc, seq_len)
     h, d, f, n = tc.hidden_size, tc.head_size, tc.ffn_size, seq_len
     kept_heads, kept_ffn = sc.heads_of(0), sc.ffn_size_of(0)
@@ -68,7 +75,7 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: PruneOptions) -
 def shape(options: PruneOptions, tc: EncoderConfig, context: Context) -> EncoderConfig:
     """The shape a cut gives, with the same share kept in every layer (a global ranking keeps as many in all, spread
     otherwise)."""
-    return uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers)
+    return uniform_shape(tc, options.keep_heads, options.keep_ffn, options.drop_layers, options.keep_width)
 
 
 def recovery(options: PruneOptions, tc: EncoderConfig) -> Recipe:

@@ -7,7 +7,7 @@ from typing import Any
 
 from compress.methods.prune.options import PruneOptions
 from compress.models.config import EncoderConfigData  # a field's type: Details.from_dict resolves it
-from compress.prune.curve import HeadCurve
+from compress.prune.curve import HeadCurve, WidthCurve
 from compress.registry import Details
 
 
@@ -24,10 +24,12 @@ class PruneStep:
 @dataclass
 class PruneDetails(Details):
     """The options as resolved, every step's cut, the source's shape, the source layers kept (0-based), and
-    the head-importance curve (None with --no-head-curve)."""
+    the head-importance curve (None with --no-head-curve) and the width curve (None where the width stays or with
+    --no-width-curve)."""
 
     options: PruneOptions
     steps: list[PruneStep]
     source_config: EncoderConfigData
     layers_kept: list[int]
     head_curve: HeadCurve | None = None
+    width_curve: WidthCurve | None = None

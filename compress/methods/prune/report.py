@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from compress.methods.prune.details import PruneDetails
 from compress.methods.prune.layers import layers_kept
+from compress.methods.prune.options import PruneOptions, channels_to_keep
 from compress.models.config import EncoderConfig
 from compress.registry import Section
 from compress.reports.layers_kept import layer_cells
@@ -34,10 +35,19 @@ def summary_lines(record: RunRecord) -> list[str]:
     after = EncoderConfig.from_dict(record.student.config)
     src, new = record.speed["source"], record.speed["student"]
     return [f"kept heads {after.total_heads}/{source.total_heads}, FFN neurons {after.total_ffn}/"
-            f"{source.total_ffn}, layers {after.num_layers}/{source.num_layers}; batch-1 latency "
+            f"{source.total_ffn}, layers {after.num_layers}/{source.num_layers}"
+            + (f", width {after.hidden_size}/{source.hidden_size}" if after.hidden_size != source.hidden_size else "")
+            + "; batch-1 latency "
             f"{new['latency_ms_p50']:.1f} ms vs {src['latency_ms_p50']:.1f} ms unpruned "
             f"({src['latency_ms_p50'] / new['latency_ms_p50']:.2f}x), throughput at batch "
             f"{new['config']['batch_size']} {new['throughput'] / src['throughput']:.2f}x"]
+
+
+def _width(options: PruneOptions, p: PruneDetails) -> str:
+    """What the run asked of the width, where it cut it."""
+    source = EncoderConfig.from_dict(p.source_config).hidden_size
+    kept = channels_to_keep(options.keep_width, source)
+    return "" if kept == source else f", {kept} of the {source} hidden channels"
 
 
 def report_lines(record: RunRecord) -> list[str]:
@@ -50,8 +60,8 @@ def report_lines(record: RunRecord) -> list[str]:
         f"Pruned: {what} (test {score_text(source)}, {source.params:,} parameters). Importance measured "
         f"on {p.steps[0].examples} training examples against the {options.score_against}, "
         f"ranked {options.ranking}ly, cut in {options.steps} step(s); asked to keep {options.keep_heads:.0%} "
-        f"of the heads and {options.keep_ffn:.0%} of the FFN neurons and to drop {options.drop_layers} "
-        f"layer(s) ({options.layer_order}). Scores of every step: `importance.json`.", "",
+        f"of the heads and {options.keep_ffn:.0%} of the FFN neurons{_width(options, p)} and to drop "
+        f"{options.drop_layers} layer(s) ({options.layer_order}). Scores of every step: `importance.json`.", "",
         *([] if options.recovery_epochs else
           ["Training-free (`--recovery-epochs 0`): no recovery was trained; the accuracy is the cut model's.", ""]),
         "| layer (of the source) | heads kept | | FFN neurons kept | |",
@@ -59,7 +69,9 @@ def report_lines(record: RunRecord) -> list[str]:
         *(_row(*cells) for cells in _layer_rows(record)),
         "", "A removed head takes its rows of the query, key and value matrices and its columns of the "
         "output matrix with it; a removed neuron its row of the intermediate and column of the output "
-        "matrix. What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", "",
+        "matrix; a removed channel of the hidden size its column of every matrix that reads the residual stream "
+        "and its row of every one that writes it, its entry of every layer norm and its column of the embeddings. "
+        "What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", "",
     ]
     curve = p.head_curve
     if curve:
@@ -70,6 +82,16 @@ def report_lines(record: RunRecord) -> list[str]:
         lines += [_row(f"{share:.0%}", f"{a:.4f}", f"{b:.4f}")
                   for share, a, b in zip(curve.shares_removed, curve.importance, curve.random, strict=True)]
         lines += ["", "![head-importance curve](head_curve.png)", ""]
+    widths = p.width_curve
+    if widths:
+        lines += ["### Width curve (no recovery)", "",
+                  f"{widths.split.capitalize()} accuracy of the source keeping some of its {widths.hidden} hidden "
+                  f"channels, those of the highest mean |activation| over its layer norms' outputs (Minitron) and "
+                  f"a random choice of as many (seed {widths.seed}):", "",
+                  "| channels kept | by activation | random |", "|---:|---:|---:|"]
+        lines += [_row(f"{n}", f"{a:.4f}", f"{b:.4f}")
+                  for n, a, b in zip(widths.channels, widths.importance, widths.random, strict=True)]
+        lines += ["", "![width curve](width_curve.png)", ""]
     return lines
 
 

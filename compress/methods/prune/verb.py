@@ -29,12 +29,12 @@ from compress.distill.recipes import recovery_terms
 from compress.distill.stage import distil_stage
 from compress.errors import CompressError
 from compress.methods.prune.details import PruneDetails, PruneStep
-from compress.methods.prune.options import PruneOptions
+from compress.methods.prune.options import WIDTH_STATES, PruneOptions, channels_to_keep
 from compress.models.accounting import count_parameters
 from compress.models.checkpoints import model_digest, read_config
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
-from compress.prune.curve import SHARES, head_curve, head_curve_png
+from compress.prune.curve import SHARES, WIDTH_SHARES, head_curve, head_curve_png, width_curve, width_curve_png
 from compress.prune.importance import TARGETS, score
 from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
@@ -60,7 +60,8 @@ def check_pruning(config: Any, options: PruneOptions) -> None:
         raise CompressError(f"--recovery-lr must be positive, got {options.recovery_lr}.")
     for flag, value, allowed in (("--layer-order", options.layer_order, LAYER_ORDERS),
                                  ("--ranking", options.ranking, RANKINGS),
-                                 ("--score-against", options.score_against, TARGETS)):
+                                 ("--score-against", options.score_against, TARGETS),
+                                 ("--width-states", options.width_states, WIDTH_STATES)):
         if value not in allowed:
             raise CompressError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}.")
     check_layers(options, teacher_config(config.teacher) if config.target == "teacher" else
@@ -68,7 +69,16 @@ def check_pruning(config: Any, options: PruneOptions) -> None:
 
 
 def check_layers(options: PruneOptions, shape: EncoderConfig) -> None:
-    """The checks of ``--drop-layers`` against the model that will be pruned, which must not be a relaxed ALBERT."""
+    """The checks of ``--drop-layers`` and ``--keep-width`` against the model that will be pruned, which must not be
+    a relaxed ALBERT."""
+    try:
+        channels = channels_to_keep(options.keep_width, shape.hidden_size)
+    except ValueError as e:
+        raise CompressError(str(e)) from None
+    if shape.factorized and channels <= shape.embedding_size:
+        raise CompressError(f"--keep-width {options.keep_width:g} keeps {channels} channels; a factorized embedding "
+                            f"feeds them through a projection, so keep more than the factorized embedding's "
+                            f"{shape.embedding_size}.")
     if shape.relaxed:
         raise CompressError("prune cannot cut a relaxed ALBERT (its layers add deltas to shared blocks); a smaller "
                             "--rank is the way to a smaller one.")
@@ -79,9 +89,11 @@ def check_layers(options: PruneOptions, shape: EncoderConfig) -> None:
         raise CompressError("--drop-layers cannot remove layers of a model that shares blocks in several groups.")
 
 
-def step_amounts(options: PruneOptions) -> list[Amount]:
+def step_amounts(options: PruneOptions, hidden: int) -> list[Amount]:
     """The cuts of each step as shares of the model that step cuts, so that after every step the whole
-    cut so far is (step / steps) of the asked one; layers are all dropped by the first step."""
+    cut so far is (step / steps) of the asked one; layers are all dropped by the first step. The width (of a model
+    ``hidden`` wide) falls by an equal number of channels each step."""
+    channels = channels_to_keep(options.keep_width, hidden)
     amounts = []
     for step in range(1, options.steps + 1):
         def share(keep: float) -> float:
@@ -89,17 +101,22 @@ def step_amounts(options: PruneOptions) -> list[Amount]:
             return after / before
         amounts.append(Amount(heads=share(options.keep_heads), neurons=share(options.keep_ffn),
                               drop_layers=options.drop_layers if step == 1 else 0, ranking=options.ranking,
-                              layer_order=options.layer_order))
+                              layer_order=options.layer_order,
+                              channels=None if channels == hidden else
+                              round(hidden - (hidden - channels) * step / options.steps)))
     return amounts
 
 
-def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...]) -> Recipe:
+def recovery_recipe(options: PruneOptions, kept_layers: tuple[int, ...],
+                    channels: tuple[int, ...] | None = None) -> Recipe:
     """Distillation from the unpruned model after each pruning step (none with ``--recovery-epochs 0``): its
-    soft targets and, layer by layer, its hidden states (same width, so no projection: kept layer i faces
-    the unpruned model's layer i). One stage per step, so the recipe lists exactly the stages a run trains."""
+    soft targets and, layer by layer, its hidden states (kept layer i faces the unpruned model's layer i; where the
+    width was cut, at the ``channels`` kept, or through a learned projection with ``--width-states projection``).
+    One stage per step, so the recipe lists exactly the stages a run trains."""
     stages = [Stage(f"recover {number}/{options.steps}", recovery_terms(), epochs=options.recovery_epochs,
                     lr=options.recovery_lr) for number in range(1, options.steps + 1)] if options.recovery_epochs else []
-    return Recipe("prune", stages, LayerMap("explicit", tuple(i + 1 for i in kept_layers)))
+    return Recipe("prune", stages, LayerMap("explicit", tuple(i + 1 for i in kept_layers)),
+                  channels if options.width_states == "channels" else None)
 
 
 def apply(model: Encoder, options: PruneOptions, context: Context) -> Transformed:
@@ -114,12 +131,13 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
     pruned: Encoder = reference
     first: Keep | None = None
     steps, stages, files = [], [], {}
-    curve = None
+    curve = widths = None
+    channels: tuple[int, ...] | None = None   # the unpruned model's channels kept so far (None: every one)
     reference_digest = ""
     # Scoring and the curve are forward passes of the unpruned model, in bf16 autocast where the device computes it
     # natively under auto (~2.9x faster on a CPU with bf16 units, benchmarks/training_speed.py's teacher column).
     scoring = resolve_precision(context.train.precision, context.device)
-    for number, amount in enumerate(step_amounts(options), 1):
+    for number, amount in enumerate(step_amounts(options, reference.config.hidden_size), 1):
         passes = len(batches) * (1 + pruned.config.num_layers)
         with _bar(context.show_progress, f"prune: importance {number}/{options.steps}", passes) as tick, \
                 autocast(scoring, device):
@@ -130,14 +148,22 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
                 curve = head_curve(reference, importance, lambda m, split: _accuracy(m, data, split, device, tick),
                                    context.seed)
             files["head_curve.png"] = head_curve_png(curve, context.name)
+        if number == 1 and options.width_curve and amount.channels is not None:
+            with _bar(context.show_progress, "prune: width curve", 2 * len(WIDTH_SHARES)) as tick, \
+                    autocast(scoring, device):
+                widths = width_curve(reference, importance,
+                                     lambda m, split: _accuracy(m, data, split, device, tick), context.seed)
+            files["width_curve.png"] = width_curve_png(widths, context.name)
         keep = choose(pruned.config, importance, amount)
         pruned = prune_model(pruned, keep)
         first = first or keep
+        if keep.channels is not None:   # as indices into the unpruned model's channels
+            channels = keep.channels if channels is None else tuple(channels[c] for c in keep.channels)
         steps.append({"step": number, "importance": importance.to_dict(), "kept": asdict(keep),
                       "params": count_parameters(pruned).total})
         if options.recovery_epochs:
             seed_everything(context.seed + number)
-            recipe = recovery_recipe(options, first.layers)
+            recipe = recovery_recipe(options, first.layers, channels)
             # The unpruned model's outputs are stored once for every step, epoch and later run of the same model
             # (keyed by a digest of its weights: a run's student has no teacher fingerprint).
             reference_digest = reference_digest or model_digest(reference)
@@ -151,9 +177,9 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
         options=options, source_config=reference.config.to_dict(), layers_kept=list(first.layers),
         steps=[PruneStep(step["step"], step["kept"], step["params"], step["importance"]["examples"])
                for step in json.loads(files["importance.json"])],   # as written: the kept indices as lists
-        head_curve=curve)
+        head_curve=curve, width_curve=widths)
     return Transformed(pruned, details, files=files, stages=stages,
-                       recipe=recovery_recipe(options, first.layers).to_dict())
+                       recipe=recovery_recipe(options, first.layers, channels).to_dict())
 
 
 def _accuracy(model: Encoder, data: TokenizedTask, split: str, device: torch.device, tick: Callable[[], None]) -> float:
