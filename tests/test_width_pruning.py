@@ -83,7 +83,8 @@ def test_a_width_cut_computes_the_model_on_its_kept_channels(shape):
         assert not torch.allclose(ours, model(**batch).logits, atol=1e-3)   # something was really removed
     config = cut.config
     assert (config.hidden_size, config.head_size, config.head_width) == (16, 8, 8)   # heads keep their width
-    assert config.embedding_size == (8 if shape == "factorized" else 16) and config.factorized == (shape == "factorized")
+    assert config.embedding_size == (8 if shape == "factorized" else 16)
+    assert config.factorized == (shape == "factorized")
     assert len(cut.attention) == model.config.num_attention_blocks
 
 
