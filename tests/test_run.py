@@ -27,8 +27,10 @@ METHOD_FLAGS = {
     # These come after COMMON, and the last value of an option wins.
     "tinybert": ("--layers", "1", "--hidden-size", "16", "--heads", "4", "--ffn-size", "32", "--epochs", "6",
                  "--lr", "3e-3"),
+    # the width kept, so that transformers holds it (tests/test_run.py's width cut: test_a_cut_student_...)
+    "cut": ("--layers", "1", "--ffn", "32"),
 }
-EXPECTED_LAYOUT = {"albert": "albert", "distilbert": "bert", "tinybert": "bert"}
+EXPECTED_LAYOUT = {"albert": "albert", "distilbert": "bert", "tinybert": "bert", "cut": "bert"}
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +146,38 @@ def test_distilbert_student_starts_from_every_other_teacher_layer(tiny):
                                teacher.embeddings.word_embeddings.weight, atol=1e-6, rtol=0)
 
 
+def test_a_cut_student_starts_from_the_teachers_kept_weights_and_learns_from_what_it_was_cut_from(tiny):
+    out, done = _run(tiny, "cut", "--layers", "1", "--width", "24", "--ffn", "40", "--heads", "2", "--epochs", "1",
+                     "--lr", "1e-12", out=tiny["root"] / "run-cut-init")   # lr ~ 0: weights stay as cut
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "config.json").read_text())
+    teacher = load_encoder(config["teacher_dir"]).model
+    student = load_encoder(out / "student").model
+    shape = student.config
+    assert (shape.num_layers, shape.hidden_size, shape.ffn_size, shape.num_heads, shape.head_size) == (1, 24, 40, 2, 8)
+    recipe = config["recipe"]
+    assert [stage["name"] for stage in recipe["stages"]] == ["intermediate", "prediction"]
+    (layer,), channels = recipe["layer_map"]["layers"], recipe["channels"]
+    assert len(channels) == 24 and channels == sorted(set(channels))
+    # every weight is the teacher's at what was kept: the layer the map names, the channels the recipe names
+    c = torch.tensor(channels)
+    torch.testing.assert_close(student.embeddings.word_embeddings.weight,
+                               teacher.embeddings.word_embeddings.weight[:, c], atol=1e-6, rtol=0)
+    kept_ffn = student.ffn[0].intermediate.weight
+    source = teacher.ffn[layer - 1].intermediate.weight[:, c]
+    assert all(any(torch.allclose(row, other, atol=1e-6) for other in source) for row in kept_ffn)
+    torch.testing.assert_close(student.ffn[0].layer_norm.weight, teacher.ffn[layer - 1].layer_norm.weight[c],
+                               atol=1e-6, rtol=0)
+    exported = run_cli("export", str(out), "--format", "hf", "--out", str(tiny["root"] / "cut-hf"), env=tiny["env"])
+    assert exported.returncode == 2 and "has a shape transformers has no class for" in exported.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (("pruning",), f"known: {', '.join(names())}"),
+        (("cut", "--width", "33"), "a cut keeps from 1 to the teacher's 32 width, not 33"),
+        (("cut", "--shape", "tinybert-9"), "unknown shape 'tinybert-9'"),
         (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),
         (("albert", "--embedding-size", "16", "--groups", "3"), "groups (3) must divide"),
         (("albert", "--embedding-size", "16", "--sharing", "layers"), "sharing must be one of"),

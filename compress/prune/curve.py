@@ -1,7 +1,7 @@
 """The head-importance curve (Michel et al. 2019, figure 3): accuracy with a growing share of the heads
 removed and no recovery, in importance order (least important first) and in a seeded random order; and the width
-curve, the same with a shrinking number of the hidden channels kept (Minitron's channel scores against a seeded
-random choice of as many).
+curve, the same with a shrinking number of the hidden channels kept (first-order Taylor scores of the residual
+stream's channels against a seeded random choice of as many).
 
 It is drawn on the dev split (:data:`CURVE_SPLIT`), never on test: a comparison keeps the test split for judging its
 models once, and a curve read 20 times on it before that would be 20 looks at the sentences that judge."""
@@ -115,7 +115,7 @@ def head_curve_png(curve: HeadCurve, teacher_name: str) -> bytes:
 
 def width_curve_png(curve: WidthCurve, teacher_name: str) -> bytes:
     """The width curve as PNG bytes."""
-    return _png(curve.channels, curve, "highest mean |activation| (Minitron)",
+    return _png(curve.channels, curve, "highest first-order Taylor score",
                 f"hidden channels kept (of {curve.hidden})", f"{teacher_name}: width cut without recovery",
                 reverse=True)
 

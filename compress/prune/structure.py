@@ -10,7 +10,7 @@ gates at zero (:class:`compress.models.encoder.Gates`), and costs only what it k
 Sharing composes: indices are per *block*, so pruning a shared block prunes it for every layer
 that runs it. Dropping layers removes the blocks only those layers ran.
 
-Cutting the width (Minitron's embedding channels) keeps some channels of the residual stream, the hidden size every
+Cutting the width (Minitron's embedding channels, CoFi's hidden dimensions) keeps some channels of the residual stream, the hidden size every
 layer reads and writes: every tensor with a side of H keeps that side's kept entries (:data:`_WIDTH_SIDES`) and the
 heads keep their width, which no longer derives from H (``EncoderConfig.head_width``). Unlike a head or a neuron, a
 channel is not removed exactly: each layer norm's mean and variance now run over the channels kept, so a width cut

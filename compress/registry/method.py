@@ -44,7 +44,8 @@ WHY_KEYS = ("params", "flops", "flops_share", "size", "against")
 
 @dataclass(frozen=True)
 class Preparation:
-    """What a student method's ``prepare`` step may use: the run's data, task, teacher and student shape."""
+    """What a student method's ``prepare`` step may use: the run's data, task, teacher (its name, and the fine-tuned
+    model), student shape and seed."""
 
     data: TokenizedTask
     task: TaskData
@@ -52,6 +53,8 @@ class Preparation:
     student_shape: EncoderConfig
     device: str
     show_progress: bool
+    finetuned: Encoder | None = None
+    seed: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,7 +149,8 @@ class StudentMethod(Method):
     build           (teacher, options) -> the student, initialised from the teacher.
     recipe          options -> the distillation recipe.
     prepare         optional; runs after the teacher is fine-tuned and before the student is built,
-                    returns the training data and may fill options (a starting checkpoint).
+                    returns the training data and may fill options (a starting checkpoint); the recipe is
+                    asked for again after it (a student cut from the teacher learns from the layers it kept).
     copies          optional; options -> the augmented copies the student asks for (``--augment``), or None for
                     the run's recipe's.
     """

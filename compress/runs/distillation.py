@@ -77,10 +77,12 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     copies = method.copies(options) if method.copies is not None else None
     data = with_transfer(tokenized_for(finetuned, task), task, transfer_request(config, copies),
                          load_tokenizer(str(finetuned.directory)), show_progress)
+    teacher = finetuned.load().model
     if method.prepare is not None:
         data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,
-                                                   show_progress))
-    teacher = finetuned.load().model
+                                                   show_progress, teacher, config.seed))
+        recipe = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map, config.warmup,
+                                                config.decay)
     seed_everything(config.seed)
     # Built from the teacher on the CPU, as every initialisation is tested (an SVD, a fit of the embeddings), then
     # both go where they train.

@@ -16,10 +16,10 @@ class PruneOptions:
         "help": "share of the FFN neurons to keep, in (0, 1] (default 0.5).", "search": (0.75, 0.5, 0.25)})
     keep_width: float = field(default=1.0, metadata={
         "help": "hidden channels to keep (the width every layer reads and writes): a share in (0, 1], rounded to "
-                "a multiple of 8 channels, or a count above 1 (default 1: the width stays)."})
+                "a multiple of 8 channels, or a count above 1 (default 1: the width stays).", "added_later": True})
     width_states: str = field(default="channels", metadata={
         "help": "what a width cut's recovery compares its hidden states with: the unpruned model's at the kept "
-                "channels (channels) or through a learned projection (projection)."})
+                "channels (channels) or through a learned projection (projection).", "added_later": True})
     drop_layers: int = field(default=0, metadata={"help": "layers to remove (default 0)."})
     layer_order: str = field(default="top", metadata={
         "help": "which layers go: top (the last ones, Sajjad et al.) or importance (the least loss increase when "
@@ -40,7 +40,7 @@ class PruneOptions:
         "random; about 20 evaluations of the dev split).")})
     width_curve: bool = field(default=True, metadata={"flag": "--no-width-curve", "help": (
         "skip the width curve where the run cuts the width (dev accuracy keeping 12/12 to 6/12 of the hidden "
-        "channels, by activation and at random; 14 evaluations of the dev split).")})
+        "channels, by importance and at random; 14 evaluations of the dev split)."), "added_later": True})
 
 
 def channels_to_keep(keep_width: float, hidden: int) -> int:

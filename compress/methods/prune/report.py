@@ -86,7 +86,7 @@ def report_lines(record: RunRecord) -> list[str]:
     if widths:
         lines += ["### Width curve (no recovery)", "",
                   f"{widths.split.capitalize()} accuracy of the source keeping some of its {widths.hidden} hidden "
-                  f"channels, those of the highest mean |activation| over its layer norms' outputs (Minitron) and "
+                  f"channels, those of the highest first-order Taylor score over its layer norms' outputs and "
                   f"a random choice of as many (seed {widths.seed}):", "",
                   "| channels kept | by activation | random |", "|---:|---:|---:|"]
         lines += [_row(f"{n}", f"{a:.4f}", f"{b:.4f}")
