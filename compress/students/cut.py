@@ -3,7 +3,8 @@ FFN neurons chosen by importance on training sentences (:mod:`compress.prune`), 
 then taught as a TinyBERT student is (layer-wise, then the predictions, with the run's transfer data), its hidden
 states compared with the teacher's at the channels it kept and its layers with the layers it was cut from.
 
-A shape is asked by name (``shape=tinybert-4``: TinyBERT-4's 4 layers, width 312 and FFN 1200) or by its parts;
+A shape is asked by name (``shape=tinybert-4``, the default: TinyBERT-4's 4 layers, width 312 and FFN 1200, each at
+most the teacher's) and its parts;
 heads keep their width (the teacher's head size), so every head is kept unless ``heads`` says fewer. The cut is made
 after the teacher is fine-tuned (:func:`choose_cut`, the run's ``prepare``) and held by the options for the build and
 the recipe (:func:`kept_by`); before that, the shape is known and the layer map is the uniform one.
@@ -31,16 +32,16 @@ LAYER_ORDERS = ("importance", "top")
 
 @dataclass
 class CutOptions:
-    """The shape to cut (a name, or layers, width, FFN and heads; 0 keeps the teacher's) and how it is chosen."""
+    """The shape to cut (a name, and layers, width, FFN and heads over its parts; 0 keeps the shape's) and how it is
+    chosen."""
 
-    shape: str = field(default="", metadata={
+    shape: str = field(default="tinybert-4", metadata={
         "help": f"a named shape: {', '.join(f'{n} ({l} layers, width {w}, FFN {f})' for n, (l, w, f) in SHAPES.items())}"
-                "; its parts are the defaults of --layers, --width and --ffn."})
-    num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's, else the teacher's).",
-                                                 "flag": "--layers"})
-    width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's, else the teacher's)."})
-    ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (0: the shape's, else the "
-                                                  "teacher's)."})
+                " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override "
+                "its parts."})
+    num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's).", "flag": "--layers"})
+    width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's)."})
+    ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (0: the shape's)."})
     heads: int = field(default=0, metadata={"help": "attention heads to keep in every layer (0: every one; each "
                                                     "keeps the teacher's head size)."})
     layer_order: str = field(default="importance", metadata={
@@ -57,10 +58,11 @@ class CutOptions:
 def parts(teacher: EncoderConfig, options: CutOptions) -> tuple[int, int, int, int]:
     """(layers, width, FFN, heads) the cut keeps: the options', the shape's, else the teacher's. ValueError, one
     sentence, for a shape it cannot be."""
-    if options.shape and options.shape not in SHAPES:
+    if options.shape not in SHAPES:
         raise ValueError(f"unknown shape {options.shape!r}; use one of {', '.join(SHAPES)}, or give --layers, "
                          "--width and --ffn.")
-    named = SHAPES.get(options.shape, (teacher.num_layers, teacher.hidden_size, teacher.ffn_size))
+    teachers = (teacher.num_layers, teacher.hidden_size, teacher.ffn_size)
+    named = (min(part, most) for part, most in zip(SHAPES[options.shape], teachers, strict=True))
     layers, width, ffn = (given or default for given, default in zip(
         (options.num_layers, options.width, options.ffn), named, strict=True))
     heads = options.heads or teacher.num_heads
