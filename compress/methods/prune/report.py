@@ -88,7 +88,7 @@ def report_lines(record: RunRecord) -> list[str]:
                   f"{widths.split.capitalize()} accuracy of the source keeping some of its {widths.hidden} hidden "
                   f"channels, those of the highest first-order Taylor score over its layer norms' outputs and "
                   f"a random choice of as many (seed {widths.seed}):", "",
-                  "| channels kept | by activation | random |", "|---:|---:|---:|"]
+                  "| channels kept | by score | random |", "|---:|---:|---:|"]
         lines += [_row(f"{n}", f"{a:.4f}", f"{b:.4f}")
                   for n, a, b in zip(widths.channels, widths.importance, widths.random, strict=True)]
         lines += ["", "![width curve](width_curve.png)", ""]
