@@ -153,6 +153,8 @@ class StudentMethod(Method):
                     asked for again after it (a student cut from the teacher learns from the layers it kept).
     copies          optional; options -> the augmented copies the student asks for (``--augment``), or None for
                     the run's recipe's.
+    prepared_parts  the recipe's parts that ``prepare`` sets from the data (a cut student's layer map and channels):
+                    a finished run's recorded recipe is compared with the method's without them.
     """
 
     student_config: Callable[[EncoderConfig, Any], EncoderConfig]
@@ -160,6 +162,7 @@ class StudentMethod(Method):
     recipe: Callable[[Any], Recipe]
     prepare: Callable[[Any, Preparation], TokenizedTask] | None = None
     copies: Callable[[Any], int | None] | None = None
+    prepared_parts: tuple[str, ...] = ()
 
     kind: typing.ClassVar[str] = "student"
 

@@ -135,7 +135,11 @@ def completed_run(directory: Path, config: RunConfig, split_fingerprint: str,
         same = same and method.as_recorded(full["options"]) == _as_recorded(method.as_recorded(asdict(options)))
         if "recipe" in full and isinstance(method, StudentMethod):  # and so does a recipe's (its epochs, its lr)
             followed = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map)
-            same = same and full["recipe"] == _as_recorded(followed.to_dict())
+            recorded_recipe, expected = full["recipe"], _as_recorded(followed.to_dict())
+            for part in method.prepared_parts:   # set by the run from its data: not known before it
+                recorded_recipe.pop(part, None)
+                expected.pop(part, None)
+            same = same and recorded_recipe == expected
     if parent_chain is not None and record.chain[:-1] != parent_chain:
         return None   # the parent was run again since this step transformed it
     made_from = full.get("teacher_weights")   # absent in a run made before runs recorded it: judged as before

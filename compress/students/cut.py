@@ -39,8 +39,10 @@ class CutOptions:
         "help": f"a named shape: {', '.join(f'{n} ({l} layers, width {w}, FFN {f})' for n, (l, w, f) in SHAPES.items())}"
                 " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override "
                 "its parts."})
-    num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's).", "flag": "--layers"})
-    width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's)."})
+    num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's).", "flag": "--layers",
+                                                 "search": (0, 2)})
+    width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's).",
+                                            "search": lambda teacher: (0, searched_width(teacher))})
     ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (0: the shape's)."})
     heads: int = field(default=0, metadata={"help": "attention heads to keep in every layer (0: every one; each "
                                                     "keeps the teacher's head size)."})
@@ -53,6 +55,12 @@ class CutOptions:
 
     def __post_init__(self) -> None:
         check_copies(self.augment_copies)
+
+
+def searched_width(teacher: EncoderConfig) -> int:
+    """The narrower width `compress search` tries besides the default shape's: four fifths of it, in whole groups of
+    8 channels."""
+    return 8 * round(0.8 * min(SHAPES["tinybert-4"][1], teacher.hidden_size) / 8)
 
 
 def parts(teacher: EncoderConfig, options: CutOptions) -> tuple[int, int, int, int]:

@@ -79,5 +79,5 @@ METHOD = register(StudentMethod(
     summary="the teacher's most important layers, channels, heads and neurons, then TinyBERT's distillation",
     options=CutOptions, why=WHY, explain=explain,
     student_config=cut_config, build=build_cut, recipe=recipe, prepare=prepare,
-    copies=lambda o: o.augment_copies,
+    copies=lambda o: o.augment_copies, prepared_parts=("layer_map", "channels"),
 ))
