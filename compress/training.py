@@ -16,6 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import IO
@@ -323,6 +324,15 @@ def _progress(show: bool, *fields: TextColumn) -> Progress:
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), disable=not show,
         console=Console(stderr=True),  # stdout stays clean for --json
     )
+
+
+@contextmanager
+def ticking(show: bool, description: str, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr (stdout stays clean for --json) for ``total`` pieces of work that trains nothing,
+    shown by the main process only; yields the function that advances it by one."""
+    with _progress(show and world().is_main) as progress:
+        task = progress.add_task(escape(description), total=total)
+        yield lambda: progress.advance(task)
 
 
 def with_progress(batches: Iterable[Batch], description: str, show: bool = True) -> Iterator[Batch]:

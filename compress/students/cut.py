@@ -36,9 +36,10 @@ class CutOptions:
     chosen."""
 
     shape: str = field(default="tinybert-4", metadata={
-        "help": f"a named shape: {', '.join(f'{n} ({l} layers, width {w}, FFN {f})' for n, (l, w, f) in SHAPES.items())}"
-                " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override "
-                "its parts."})
+        "help": "a named shape: " + ", ".join(f"{name} ({d} layers, width {w}, FFN {f})"
+                                              for name, (d, w, f) in SHAPES.items())
+                + " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override its "
+                  "parts."})
     num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's).", "flag": "--layers",
                                                  "search": (0, 2)})
     width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's).",
@@ -97,14 +98,17 @@ def cut_config(teacher: EncoderConfig, options: CutOptions) -> EncoderConfig:
 
 
 def choose_cut(teacher: Encoder, data: TokenizedTask, options: CutOptions, seed: int,
-               device: torch.device | str = "cpu") -> Keep:
+               device: torch.device | str = "cpu", show_progress: bool = False) -> Keep:
     """What of ``teacher`` the student keeps, by importance on ``options.scoring_examples`` training sentences."""
     from compress.prune.importance import score
     from compress.prune.select import Amount, choose
+    from compress.training import ticking
 
     layers, width, ffn, heads = parts(teacher.config, options)
     config = teacher.config
-    importance = score(teacher.to(device).eval(), data.sample(options.scoring_examples, seed), device)
+    batches = data.sample(options.scoring_examples, seed)
+    with ticking(show_progress, "cut: importance", len(batches) * (1 + config.num_layers)) as tick:
+        importance = score(teacher.to(device).eval(), batches, device, tick=tick)
     amount = Amount(heads=heads / config.num_heads, neurons=ffn / config.ffn_size,
                     drop_layers=config.num_layers - layers, ranking="layer",
                     layer_order="importance" if options.layer_order == "importance" else "top",

@@ -33,7 +33,8 @@ def prepare(options: CutOptions, run: Preparation) -> TokenizedTask:
 
     if run.finetuned is None:
         raise ValueError("a cut is chosen from the fine-tuned teacher, which this run did not give.")
-    options._kept = choose_cut(run.finetuned, run.data, options, run.seed, resolve_device(run.device))   # type: ignore[attr-defined]
+    options._kept = choose_cut(run.finetuned, run.data, options, run.seed,
+                                resolve_device(run.device), run.show_progress)   # type: ignore[attr-defined]
     return run.data
 
 

@@ -10,16 +10,12 @@ with 0-90% of the source's heads removed, importance against random order) for t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compress.data.batching import TokenizedTask
 from compress.device import resolve_device
@@ -40,7 +36,7 @@ from compress.prune.select import LAYER_ORDERS, RANKINGS, Amount, choose
 from compress.prune.structure import Keep, prune_model
 from compress.registry import Context, Transformed
 from compress.teachers.registry import teacher_config
-from compress.training import autocast, evaluate, resolve_precision, seed_everything
+from compress.training import autocast, evaluate, resolve_precision, seed_everything, ticking
 
 
 def check_pruning(config: Any, options: PruneOptions) -> None:
@@ -139,17 +135,17 @@ def apply(model: Encoder, options: PruneOptions, context: Context) -> Transforme
     scoring = resolve_precision(context.train.precision, context.device)
     for number, amount in enumerate(step_amounts(options, reference.config.hidden_size), 1):
         passes = len(batches) * (1 + pruned.config.num_layers)
-        with _bar(context.show_progress, f"prune: importance {number}/{options.steps}", passes) as tick, \
+        with ticking(context.show_progress, f"prune: importance {number}/{options.steps}", passes) as tick, \
                 autocast(scoring, device):
             importance = score(pruned, batches, device, options.score_against, tick)
         if number == 1 and options.head_curve:
-            with _bar(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick, \
+            with ticking(context.show_progress, "prune: head-importance curve", 2 * len(SHARES)) as tick, \
                     autocast(scoring, device):
                 curve = head_curve(reference, importance, lambda m, split: _accuracy(m, data, split, device, tick),
                                    context.seed)
             files["head_curve.png"] = head_curve_png(curve, context.name)
         if number == 1 and options.width_curve and amount.channels is not None:
-            with _bar(context.show_progress, "prune: width curve", 2 * len(WIDTH_SHARES)) as tick, \
+            with ticking(context.show_progress, "prune: width curve", 2 * len(WIDTH_SHARES)) as tick, \
                     autocast(scoring, device):
                 widths = width_curve(reference, importance,
                                      lambda m, split: _accuracy(m, data, split, device, tick), context.seed)
@@ -186,13 +182,3 @@ def _accuracy(model: Encoder, data: TokenizedTask, split: str, device: torch.dev
     accuracy = evaluate(model, data.eval_batches(split), device).primary
     tick()
     return accuracy
-
-
-@contextmanager
-def _bar(show: bool, description: str, total: int) -> Iterator[Callable[[], None]]:
-    """A progress bar on stderr (stdout stays clean for --json); yields the function that advances it."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not show, console=Console(stderr=True)) as progress:
-        task = progress.add_task(escape(description), total=total)
-        yield lambda: progress.advance(task)
-
