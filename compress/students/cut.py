@@ -45,8 +45,8 @@ class CutOptions:
     width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's).",
                                             "search": lambda teacher: (0, searched_width(teacher))})
     ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (0: the shape's)."})
-    heads: int = field(default=0, metadata={"help": "attention heads to keep in every layer (0: every one; each "
-                                                    "keeps the teacher's head size)."})
+    num_heads: int = field(default=0, metadata={"help": "attention heads to keep in every layer (0: every one; each "
+                                                        "keeps the teacher's head size).", "flag": "--heads"})
     layer_order: str = field(default="importance", metadata={
         "help": "which layers stay: importance (those whose removal raises the loss most) or top (the lowest)."})
     scoring_examples: int = field(default=1024, metadata={
@@ -74,7 +74,7 @@ def parts(teacher: EncoderConfig, options: CutOptions) -> tuple[int, int, int, i
     named = (min(part, most) for part, most in zip(SHAPES[options.shape], teachers, strict=True))
     layers, width, ffn = (given or default for given, default in zip(
         (options.num_layers, options.width, options.ffn), named, strict=True))
-    heads = options.heads or teacher.num_heads
+    heads = options.num_heads or teacher.num_heads
     if options.layer_order not in LAYER_ORDERS:
         raise ValueError(f"--layer-order must be one of {', '.join(LAYER_ORDERS)}, got {options.layer_order!r}.")
     for what, value, most in (("layers", layers, teacher.num_layers), ("width", width, teacher.hidden_size),

@@ -43,6 +43,10 @@ def summary_lines(record: RunRecord) -> list[str]:
             f"{new['config']['batch_size']} {new['throughput'] / src['throughput']:.2f}x"]
 
 
+_CHANNEL_GOES = ("; a removed channel of the hidden size its column of every matrix that reads the residual stream and "
+                 "its row of every one that writes it, its entry of every layer norm and its column of the embeddings")
+
+
 def _width(options: PruneOptions, p: PruneDetails) -> str:
     """What the run asked of the width, where it cut it."""
     source = EncoderConfig.from_dict(p.source_config).hidden_size
@@ -69,9 +73,8 @@ def report_lines(record: RunRecord) -> list[str]:
         *(_row(*cells) for cells in _layer_rows(record)),
         "", "A removed head takes its rows of the query, key and value matrices and its columns of the "
         "output matrix with it; a removed neuron its row of the intermediate and column of the output "
-        "matrix; a removed channel of the hidden size its column of every matrix that reads the residual stream "
-        "and its row of every one that writes it, its entry of every layer norm and its column of the embeddings. "
-        "What is left is a smaller dense model: fewer parameters, bytes, FLOPs and milliseconds.", "",
+        f"matrix{_CHANNEL_GOES if _width(options, p) else ''}. What is left is a smaller dense model: fewer "
+        "parameters, bytes, FLOPs and milliseconds.", "",
     ]
     curve = p.head_curve
     if curve:
