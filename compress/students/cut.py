@@ -111,7 +111,7 @@ def choose_cut(teacher: Encoder, data: TokenizedTask, options: CutOptions, seed:
         importance = score(teacher.to(device).eval(), batches, device, tick=tick)
     amount = Amount(heads=heads / config.num_heads, neurons=ffn / config.ffn_size,
                     drop_layers=config.num_layers - layers, ranking="layer",
-                    layer_order="importance" if options.layer_order == "importance" else "top",
+                    layer_order=options.layer_order,
                     channels=None if width == config.hidden_size else width)
     return choose(config, importance, amount)
 
