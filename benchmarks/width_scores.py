@@ -21,14 +21,10 @@ from compress.bench.machine import cpu_model
 from compress.distill.losses import hard_ce
 from compress.models.encoder import Encoder
 from compress.prune.curve import without_channels
+from compress.prune.importance import layer_norm_outputs
 from compress.runs.config import RunConfig, run_task
 from compress.teachers.finetune import finetune_teacher, tokenized_for
 from compress.training import evaluate, model_inputs
-
-
-def layer_norm_outputs(model: Encoder) -> list[torch.nn.Module]:
-    embeddings = model.embeddings.projection if model.config.factorized else model.embeddings.layer_norm
-    return [embeddings, *(block.layer_norm for block in (*model.attention, *model.ffn))]
 
 
 def scores(model: Encoder, batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -37,20 +33,12 @@ def scores(model: Encoder, batches: list[dict[str, torch.Tensor]]) -> dict[str, 
     model.eval()
     for batch in batches:
         real = batch["attention_mask"].bool()
-        outputs: list[torch.Tensor] = []
-
-        def keep(_m, _i, out, into=outputs):
-            out.retain_grad()
-            into.append(out)
-
-        handles = [norm.register_forward_hook(keep) for norm in layer_norm_outputs(model)]
         model.zero_grad(set_to_none=True)
-        loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
-        loss.backward()
-        for handle in handles:
-            handle.remove()
-        for out in outputs:
-            x, g = out.detach()[real], out.grad[real]
+        with layer_norm_outputs(model) as outputs:
+            loss = hard_ce(model(**model_inputs(batch)).logits, batch["labels"])
+        grads = torch.autograd.grad(loss, outputs)
+        for out, grad in zip(outputs, grads, strict=True):
+            x, g = out.detach()[real], grad[real]
             totals["mean-abs"] += x.abs().mean(0)
             totals["rms"] += x.pow(2).mean(0).sqrt()
             totals["taylor"] += (x * g).sum(0).abs()

@@ -17,8 +17,8 @@ layers   the increase of the mean loss when layer l is skipped (its gate set to 
 channels first-order Taylor on the residual stream: at every layer norm's output x (the embeddings', or the E -> H
          projection's output where the embedding is factorized, and each block's), zeroing channel c changes the loss
          by about -sum over the real tokens of x_c dL/dx_c; the score is |that sum| per output and batch, summed
-         over the outputs and averaged over batches. Minitron ranks by activation magnitude (mean |x_c|) instead; on MR the
-         Taylor score kept 0.9 to 4.8 dev points more after a cut without recovery (384 -> 320, 288, 256 channels of
+         over the outputs and averaged over batches. Minitron ranks by activation magnitude (mean |x_c|)
+         instead; on MR the Taylor score kept 0.9 to 4.8 dev points more after a cut without recovery (384 -> 320, 288, 256 channels of
          the bundled teacher; benchmarks/width_scores.py). It costs no pass of its own (the gradient passes above).
 """
 
@@ -89,7 +89,7 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
     channels = torch.zeros(config.hidden_size, device=device)
     for batch in batches:
         model.zero_grad(set_to_none=True)
-        with _layer_norm_outputs(model) as outputs:
+        with layer_norm_outputs(model) as outputs:
             loss = _loss(model, batch, target, Gates(heads=head_gates))
         parameters = list(model.parameters())
         grads = torch.autograd.grad(loss, head_gates + parameters + outputs, allow_unused=True)
@@ -121,7 +121,7 @@ def score(model: Encoder, batches: Iterable[Batch], device: torch.device | str =
 
 
 @contextmanager
-def _layer_norm_outputs(model: Encoder) -> Iterator[list[torch.Tensor]]:
+def layer_norm_outputs(model: Encoder) -> Iterator[list[torch.Tensor]]:
     """Every layer-norm output of the residual stream that a forward pass inside this block computes (see the module
     docstring), in a list it fills."""
     outputs: list[torch.Tensor] = []

@@ -78,24 +78,27 @@ def report_lines(record: RunRecord) -> list[str]:
     ]
     curve = p.head_curve
     if curve:
-        lines += ["### Head-importance curve (no recovery)", "",
-                  f"{curve.split.capitalize()} accuracy of the source with a share of its {curve.heads} heads "
-                  f"removed, least important first and in a random order (seed {curve.seed}):", "",
-                  "| heads removed | importance order | random order |", "|---:|---:|---:|"]
-        lines += [_row(f"{share:.0%}", f"{a:.4f}", f"{b:.4f}")
-                  for share, a, b in zip(curve.shares_removed, curve.importance, curve.random, strict=True)]
-        lines += ["", "![head-importance curve](head_curve.png)", ""]
+        lines += _curve_section(
+            "Head-importance curve", f"{curve.split.capitalize()} accuracy of the source with a share of its "
+            f"{curve.heads} heads removed, least important first and in a random order (seed {curve.seed}):",
+            ("heads removed", "importance order", "random order"), [f"{share:.0%}" for share in curve.shares_removed],
+            curve.importance, curve.random, "head-importance curve", "head_curve.png")
     widths = p.width_curve
     if widths:
-        lines += ["### Width curve (no recovery)", "",
-                  f"{widths.split.capitalize()} accuracy of the source keeping some of its {widths.hidden} hidden "
-                  f"channels, those of the highest first-order Taylor score over its layer norms' outputs and "
-                  f"a random choice of as many (seed {widths.seed}):", "",
-                  "| channels kept | by score | random |", "|---:|---:|---:|"]
-        lines += [_row(f"{n}", f"{a:.4f}", f"{b:.4f}")
-                  for n, a, b in zip(widths.channels, widths.importance, widths.random, strict=True)]
-        lines += ["", "![width curve](width_curve.png)", ""]
+        lines += _curve_section(
+            "Width curve", f"{widths.split.capitalize()} accuracy of the source keeping some of its {widths.hidden} "
+            "hidden channels, those of the highest first-order Taylor score over its layer norms' outputs and a "
+            f"random choice of as many (seed {widths.seed}):", ("channels kept", "by score", "random"),
+            [f"{n}" for n in widths.channels], widths.importance, widths.random, "width curve", "width_curve.png")
     return lines
+
+
+def _curve_section(title: str, sentence: str, headers: tuple[str, str, str], xs: list[str], ranked: list[float],
+                   drawn: list[float], alt: str, png: str) -> list[str]:
+    """A training-free curve's part of report.md: its title, what it shows, its table and its picture."""
+    return [f"### {title} (no recovery)", "", sentence, "", _row(*headers), "|---:|---:|---:|",
+            *(_row(x, f"{a:.4f}", f"{b:.4f}") for x, a, b in zip(xs, ranked, drawn, strict=True)),
+            "", f"![{alt}]({png})", ""]
 
 
 def compared_sections(record: RunRecord) -> list[Section]:
