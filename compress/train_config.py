@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from compress.errors import CompressError
 from compress.task_metrics import METRICS
@@ -187,6 +187,8 @@ class StageRecord(TypedDict, total=False):
     device: str                   # where it trained: the GPU's name or the CPU's model
     examples_per_second: float    # examples trained on over the seconds of its training steps
     peak_memory_bytes: int        # on CUDA: the most it held allocated on the GPU
+    cut: dict[str, list[Any] | None]   # a student cut while it distils: what of the teacher it keeps from the next
+                                  # stage on (layers, channels, heads and neurons; compress.students.cut.cut_record)
 
 
 @dataclass(frozen=True)

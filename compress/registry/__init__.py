@@ -8,6 +8,7 @@ from compress.registry.method import (
     WHY_KEYS,
     Method,
     Preparation,
+    StageTurn,
     StudentMethod,
     Transform,
     all_methods,
@@ -26,7 +27,7 @@ from compress.registry.method import (
     register,
 )
 
-__all__ = ["WHY_KEYS", "Artefact", "Context", "Details", "Method", "Preparation", "Section", "StudentMethod",
-           "TrainSettings", "Transform", "Transformed", "all_methods", "convert", "default_of", "details_class",
-           "families", "field_type", "flag_for", "flag_of", "format_value", "get_method", "names", "option_fields",
-           "optional", "register"]
+__all__ = ["WHY_KEYS", "Artefact", "Context", "Details", "Method", "Preparation", "Section", "StageTurn",
+           "StudentMethod", "TrainSettings", "Transform", "Transformed", "all_methods", "convert", "default_of",
+           "details_class", "families", "field_type", "flag_for", "flag_of", "format_value", "get_method", "names",
+           "option_fields", "optional", "register"]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from compress.distill.recipe import Recipe
     from compress.models.config import EncoderConfig
     from compress.models.encoder import Encoder
+    from compress.train_config import StageRecord
 
 # The keys a method's ``why`` sentence may use, filled from a run's ratios (the model before / after) and
 # ``against``, the model the ratios compare with ("the teacher", or a pipeline's step before).
@@ -55,6 +56,17 @@ class Preparation:
     show_progress: bool
     finetuned: Encoder | None = None
     seed: int = 0
+
+
+@dataclass
+class StageTurn:
+    """What a student method's ``restage`` may use before stage ``index`` of its recipe: the run's preparation, the
+    records of the stages finished (it may add to the last) and the student as they left it."""
+
+    run: Preparation
+    index: int
+    done: list[StageRecord]
+    student: Encoder
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +167,8 @@ class StudentMethod(Method):
                     the run's recipe's.
     prepared_parts  the recipe's parts that ``prepare`` sets from the data (a cut student's layer map and channels):
                     a finished run's recorded recipe is compared with the method's without them.
+    restage         optional; (options, StageTurn) -> the student the next stage trains: the same, or one of another
+                    shape (a student cut again while it distils); the recipe is asked for again after it.
     """
 
     student_config: Callable[[EncoderConfig, Any], EncoderConfig]
@@ -163,6 +177,7 @@ class StudentMethod(Method):
     prepare: Callable[[Any, Preparation], TokenizedTask] | None = None
     copies: Callable[[Any], int | None] | None = None
     prepared_parts: tuple[str, ...] = ()
+    restage: Callable[[Any, StageTurn], Encoder] | None = None
 
     kind: typing.ClassVar[str] = "student"
 

@@ -7,7 +7,7 @@ losses of every step and the dev metrics of every epoch) and the recipe to confi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from compress.distributed import world
 from compress.errors import CompressError
 from compress.paths import notice
 from compress.predictions import Predictions
-from compress.registry import Preparation, StudentMethod, Transformed, get_method
+from compress.registry import Preparation, StageTurn, StudentMethod, Transformed, get_method
 from compress.resume import Resume
 from compress.runs.config import RunConfig, RunResult, claimed, out_dir, result_settings, run_directory, run_task
 from compress.runs.source import finetuned_source, teacher_outputs
@@ -78,11 +78,15 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     data = with_transfer(tokenized_for(finetuned, task), task, transfer_request(config, copies),
                          load_tokenizer(str(finetuned.directory)), show_progress)
     teacher = finetuned.load().model
+    preparation = Preparation(data, task, config.teacher, student_shape, config.device, show_progress, teacher,
+                              config.seed)
+
+    def followed() -> Recipe:   # the method's recipe again, once what it learns from the data may have changed it
+        return method.recipe(options).for_run(config.epochs, config.lr, config.layer_map, config.warmup, config.decay)
+
     if method.prepare is not None:
-        data = method.prepare(options, Preparation(data, task, config.teacher, student_shape, config.device,
-                                                   show_progress, teacher, config.seed))
-        recipe = method.recipe(options).for_run(config.epochs, config.lr, config.layer_map, config.warmup,
-                                                config.decay)
+        data = method.prepare(options, preparation)
+        preparation, recipe = replace(preparation, data=data), followed()
     seed_everything(config.seed)
     # Built from the teacher on the CPU, as every initialisation is tested (an SVD, a fit of the embeddings), then
     # both go where they train.
@@ -95,7 +99,11 @@ def _distil(config: RunConfig, method: StudentMethod, options, task, student_sha
     with resume, run_directory(out) as tmp, open(tmp / "log.jsonl", "w") as log:
         log.write(resume.log())
         stages = resume.finished_stages()
-        for index, stage in enumerate(recipe.stages[len(stages):], start=len(stages)):
+        for index in range(len(stages), len(recipe.stages)):
+            if method.restage is not None:   # a student cut again while it distils
+                student = method.restage(options, StageTurn(preparation, index, stages, student)).to(device)
+                recipe = followed()
+            stage = recipe.stages[index]
             stages.append(distil_stage(stage, recipe, teacher, student, data, finetuned.record["fingerprint"],
                                        train_settings(config), device, log, show_progress,
                                        resume.stage(index, stages, tmp / "log.jsonl")))

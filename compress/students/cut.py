@@ -8,6 +8,12 @@ most the teacher's) and its parts;
 heads keep their width (the teacher's head size), so every head is kept unless ``heads`` says fewer. The cut is made
 after the teacher is fine-tuned (:func:`choose_cut`, the run's ``prepare``) and held by the options for the build and
 the recipe (:func:`kept_by`); before that, the shape is known and the layer map is the uniform one.
+
+``cuts=k`` (k > 1) cuts while distilling, as CoFi raises its sparsity during training: the first cut goes a k-th of the
+way from the teacher's shape to the student's, the layer-wise stage runs in k parts, and after each of the first k - 1
+the student as trained so far is scored and cut the next k-th of the way (:func:`recut`), every part distilled from the
+fine-tuned teacher at the layers and channels kept so far. Each cut is recorded in the record of the stage it follows,
+so a resumed run rebuilds the shape its checkpoint was saved at.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ if TYPE_CHECKING:
     import torch
 
     from compress.data.batching import TokenizedTask
+    from compress.distill.recipe import Stage
     from compress.models.encoder import Encoder
     from compress.prune.structure import Keep
+    from compress.registry.method import StageTurn
 
 # Named shapes: (layers, width, FFN).
 SHAPES: dict[str, tuple[int, int, int]] = {"tinybert-4": (4, 312, 1200), "tinybert-6": (6, 768, 3072)}
@@ -53,6 +61,10 @@ class CutOptions:
         "help": "training sentences the importance scores are measured on (default 1024)."})
     augment_copies: int | None = field(default=None, metadata={
         "help": "augmented copies per training sentence (default: the recipe's).", "flag": "--augment"})
+    cuts: int = field(default=1, metadata={
+        "help": "cuts that reach the shape: 1 cuts once, before training; k > 1 cuts a k-th of the way before "
+                "training and again after each of k parts of the layer-wise stage, scored on the student as trained "
+                "so far (CoFi's gradual cut).", "search": (1, 2), "added_later": True})
 
     def __post_init__(self) -> None:
         check_copies(self.augment_copies)
@@ -86,29 +98,54 @@ def parts(teacher: EncoderConfig, options: CutOptions) -> tuple[int, int, int, i
                          "low-rank matrices).")
     if options.scoring_examples < 1:
         raise ValueError(f"--scoring-examples must be 1 or more, got {options.scoring_examples}.")
+    if options.cuts < 1:
+        raise ValueError(f"--cuts is how many cuts reach the shape, 1 or more, got {options.cuts}.")
     return layers, width, ffn, heads
 
 
-def cut_config(teacher: EncoderConfig, options: CutOptions) -> EncoderConfig:
-    """The student's shape: every layer with the same heads and FFN, the heads as wide as the teacher's."""
-    layers, width, ffn, heads = parts(teacher, options)
+Parts = tuple[int, int, int, int]   # layers, width, FFN, heads
+
+
+def waypoint(teacher: EncoderConfig, options: CutOptions, cut: int) -> Parts:
+    """The parts after cut ``cut`` of ``options.cuts`` (from 1): that share of the way from the teacher's parts to the
+    student's, the width in whole groups of 8 channels until the last cut."""
+    final = parts(teacher, options)
+    if cut >= options.cuts:
+        return final
+    start = (teacher.num_layers, teacher.hidden_size, teacher.ffn_size, teacher.num_heads)
+    share = cut / options.cuts
+    layers, width, ffn, heads = (round(a + (b - a) * share) for a, b in zip(start, final, strict=True))
+    width = min(max(8 * round(width / 8), final[1]), start[1])
+    return layers, width, ffn, heads
+
+
+def shaped(teacher: EncoderConfig, kept: Parts) -> EncoderConfig:
+    """A student of the teacher's kind with these parts: every layer with the same heads and FFN, the heads as wide as
+    the teacher's."""
+    layers, width, ffn, heads = kept
     tied = width % heads == 0 and width // heads == teacher.head_size
     return teacher.replace(num_layers=layers, hidden_size=width, embedding_size=width, ffn_size=ffn, num_heads=heads,
                            head_width=0 if tied else teacher.head_size)
 
 
-def choose_cut(teacher: Encoder, data: TokenizedTask, options: CutOptions, seed: int,
-               device: torch.device | str = "cpu", show_progress: bool = False) -> Keep:
-    """What of ``teacher`` the student keeps, by importance on ``options.scoring_examples`` training sentences."""
+def cut_config(teacher: EncoderConfig, options: CutOptions) -> EncoderConfig:
+    """The student's shape: every layer with the same heads and FFN, the heads as wide as the teacher's."""
+    return shaped(teacher, parts(teacher, options))
+
+
+def choose_cut(model: Encoder, data: TokenizedTask, options: CutOptions, seed: int,
+               device: torch.device | str = "cpu", show_progress: bool = False, kept: Parts | None = None) -> Keep:
+    """What of ``model`` (the teacher, or a student cut from it) is kept to reach the parts ``kept`` (None: the
+    student's), by importance on ``options.scoring_examples`` training sentences."""
     from compress.prune.importance import score
     from compress.prune.select import Amount, choose
     from compress.training import ticking
 
-    layers, width, ffn, heads = parts(teacher.config, options)
-    config = teacher.config
+    config = model.config
+    layers, width, ffn, heads = kept or parts(config, options)
     batches = data.sample(options.scoring_examples, seed)
     with ticking(show_progress, "cut: importance", len(batches) * (1 + config.num_layers)) as tick:
-        importance = score(teacher.to(device).eval(), batches, device, tick=tick)
+        importance = score(model.to(device).eval(), batches, device, tick=tick)
     amount = Amount(heads=heads / config.num_heads, neurons=ffn / config.ffn_size,
                     drop_layers=config.num_layers - layers, ranking="layer",
                     layer_order=options.layer_order,
@@ -116,13 +153,33 @@ def choose_cut(teacher: Encoder, data: TokenizedTask, options: CutOptions, seed:
     return choose(config, importance, amount)
 
 
+def layerwise_parts(stage: Stage, cuts: int) -> list[Stage]:
+    """The layer-wise stage in ``cuts`` parts (one per cut) sharing its epochs, each at least one; the stage as it is
+    for one cut."""
+    from dataclasses import replace
+
+    if cuts == 1:
+        return [stage]
+    share, extra = divmod(stage.epochs, cuts)
+    return [replace(stage, name=f"{stage.name} {i + 1}/{cuts}", epochs=max(1, share + (i < extra)))
+            for i in range(cuts)]
+
+
 def kept_by(options: CutOptions) -> Keep | None:
-    """The cut :func:`choose_cut` made for this run (None before it)."""
+    """The cut :func:`choose_cut` made for this run (None before it); with several cuts, the latest, as indices into
+    the teacher."""
     return getattr(options, "_kept", None)
 
 
+def kept_parts(teacher: EncoderConfig, keep: Keep) -> Parts:
+    """The parts a cut of ``teacher`` keeps (every kept layer the same)."""
+    first = keep.layers[0]
+    width = teacher.hidden_size if keep.channels is None else len(keep.channels)
+    return len(keep.layers), width, len(keep.neurons[first]), len(keep.heads[first])
+
+
 def build_cut(teacher: Encoder, options: CutOptions) -> Encoder:
-    """The student: the teacher's weights that the run's cut keeps, in the shape :func:`cut_config` gives."""
+    """The student: the teacher's weights that the run's cut keeps, in the shape the cut has."""
     from compress.models.encoder import Encoder
     from compress.prune.structure import prune_model
 
@@ -130,4 +187,62 @@ def build_cut(teacher: Encoder, options: CutOptions) -> Encoder:
     if keep is None:
         raise ValueError("the cut is chosen on the run's data first (prepare).")
     state = prune_model(teacher, keep).state_dict()
-    return Encoder.holding(cut_config(teacher.config, options), state).train()
+    return Encoder.holding(shaped(teacher.config, kept_parts(teacher.config, keep)), state).train()
+
+
+def composed(first: Keep, then: Keep) -> Keep:
+    """What of the teacher a cut ``then`` of the student that ``first`` cut from it keeps, as indices into the
+    teacher (a teacher's layer that ``first`` dropped keeps nothing)."""
+    from compress.prune.structure import Keep
+
+    position = {layer: p for p, layer in enumerate(first.layers)}
+
+    def inner(outer: tuple[tuple[int, ...], ...], chosen: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(outer[b][i] for i in chosen[position[b]]) if b in position else () for b in
+                     range(len(outer)))
+
+    channels = first.channels if then.channels is None else \
+        then.channels if first.channels is None else tuple(first.channels[c] for c in then.channels)
+    return Keep(heads=inner(first.heads, then.heads), neurons=inner(first.neurons, then.neurons),
+                layers=tuple(first.layers[i] for i in then.layers), channels=channels)
+
+
+def cut_record(keep: Keep) -> dict[str, list]:
+    """A cut as a stage's record holds it (JSON)."""
+    return {"layers": list(keep.layers), "channels": None if keep.channels is None else list(keep.channels),
+            "heads": [list(h) for h in keep.heads], "neurons": [list(n) for n in keep.neurons]}
+
+
+def recorded_cut(record: dict[str, list]) -> Keep:
+    """The cut a stage's record holds (:func:`cut_record`)."""
+    from compress.prune.structure import Keep
+
+    channels = record["channels"]
+    return Keep(heads=tuple(map(tuple, record["heads"])), neurons=tuple(map(tuple, record["neurons"])),
+                layers=tuple(record["layers"]), channels=None if channels is None else tuple(channels))
+
+
+def recut(options: CutOptions, turn: StageTurn) -> Encoder:
+    """The student that stage ``turn.index`` trains: cut the next k-th of the way where a cut is due before it (after
+    each of the layer-wise stage's first ``cuts - 1`` parts; the cut is added to the record of the stage it follows),
+    rebuilt at the latest recorded cut where a resumed run's student is not at it yet (its checkpoint's weights then
+    load over it), else the student as it is."""
+    from compress.device import resolve_device
+    from compress.models.encoder import Encoder
+    from compress.prune.structure import prune_model
+
+    teacher, first = turn.run.finetuned, kept_by(options)
+    if teacher is None or first is None:
+        raise ValueError("the cut is chosen on the run's data first (prepare).")
+    made = [r["cut"] for r in turn.done if "cut" in r]
+    if 0 < turn.index < options.cuts and len(made) < turn.index:
+        step = choose_cut(turn.student, turn.run.data, options, turn.run.seed, resolve_device(turn.run.device),
+                          turn.run.show_progress, kept=waypoint(teacher.config, options, turn.index + 1))
+        options._kept = keep = composed(first, step)   # type: ignore[attr-defined]
+        turn.done[-1]["cut"] = cut_record(keep)
+        state = prune_model(turn.student, step).state_dict()
+        return Encoder.holding(shaped(teacher.config, kept_parts(teacher.config, keep)), state).train()
+    if made and cut_record(first) != made[-1]:
+        options._kept = recorded_cut(made[-1])   # type: ignore[attr-defined]
+        return build_cut(teacher, options)
+    return turn.student

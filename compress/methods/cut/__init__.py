@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from compress.models.config import EncoderConfig
 from compress.registry import Preparation, StudentMethod, register
-from compress.students.cut import CutOptions, build_cut, cut_config, kept_by
+from compress.students.cut import CutOptions, build_cut, cut_config, kept_by, layerwise_parts, recut, waypoint
 
 # What trains, measures or explains (torch) is imported in the functions that do it: the registry loads
 # every method module for `compress --help`, which needs only names, options and sentences.
@@ -33,8 +33,8 @@ def prepare(options: CutOptions, run: Preparation) -> TokenizedTask:
 
     if run.finetuned is None:
         raise ValueError("a cut is chosen from the fine-tuned teacher, which this run did not give.")
-    options._kept = choose_cut(run.finetuned, run.data, options, run.seed,
-                                resolve_device(run.device), run.show_progress)   # type: ignore[attr-defined]
+    options._kept = choose_cut(run.finetuned, run.data, options, run.seed, resolve_device(run.device),
+                                run.show_progress, kept=waypoint(run.finetuned.config, options, 1))  # type: ignore[attr-defined]
     return run.data
 
 
@@ -61,14 +61,15 @@ def explain(name: str, tc: EncoderConfig, seq_len: int, options: CutOptions) -> 
 
 
 def recipe(options: CutOptions) -> Recipe:
-    """TinyBERT's two stages; once the cut is made, its layers faced by the ones they were cut from, its states
-    compared at the channels it kept."""
+    """TinyBERT's two stages (the layer-wise one in a part per cut); once the cut is made, its layers faced by the
+    ones they were cut from, its states compared at the channels it kept."""
     from dataclasses import replace
 
     from compress.distill.layer_maps import LayerMap
     from compress.distill.recipes import tinybert_recipe
 
-    base = replace(tinybert_recipe(), method="cut")
+    intermediate, prediction = tinybert_recipe().stages
+    base = replace(tinybert_recipe(), method="cut", stages=[*layerwise_parts(intermediate, options.cuts), prediction])
     keep = kept_by(options)
     if keep is None:
         return base
@@ -79,6 +80,6 @@ METHOD = register(StudentMethod(
     name="cut", rank=35, family="distillation", label="cut from the teacher (any shape)",
     summary="the teacher's most important layers, channels, heads and neurons, then TinyBERT's distillation",
     options=CutOptions, why=WHY, explain=explain,
-    student_config=cut_config, build=build_cut, recipe=recipe, prepare=prepare,
+    student_config=cut_config, build=build_cut, recipe=recipe, prepare=prepare, restage=recut,
     copies=lambda o: o.augment_copies, prepared_parts=("layer_map", "channels"),
 ))
