@@ -196,6 +196,17 @@ def test_a_cut_shape_exports_to_onnx_runtime(tmp_path):
     np.testing.assert_allclose(load_artefact(tmp_path, threads=1)(inputs), TorchPredictor(cut)(inputs), atol=1e-4)
 
 
+@pytest.mark.parametrize(("width", "remedy"), [(48, "--group-size 16 divides every one"),
+                                              (24, "no group size of 16, 32, 64, 128, 256 divides them all")])
+def test_openvinos_int4_names_a_group_size_that_fits_a_cut_width_or_says_none_does(width, remedy):
+    from compress.quantize.sizes import ov_int4_misfit
+
+    shape = tiny_config(vocab_size=2000, hidden_size=width, embedding_size=width, head_width=8)   # heads 4 x 8
+    why = ov_int4_misfit(shape, 32)
+    assert why is not None and f"matrices {width} wide; {remedy}, and ONNX Runtime pads instead." in why
+    assert (ov_int4_misfit(shape, 16) is None) == (width == 48)   # the size it names does fit
+
+
 def test_a_config_with_its_own_head_width_needs_no_divisible_hidden_size():
     config = EncoderConfig(vocab_size=50, embedding_size=20, hidden_size=20, num_layers=1, num_heads=3,
                            ffn_size=8, head_width=8)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from compress.errors import CompressError
 
 BACKENDS = ("torch", "onnxruntime", "openvino")
+GROUP_SIZES = (16, 32, 64, 128, 256)   # a weight-only format's groups: powers of two, as ONNX Runtime's kernels take
 
 
 def check_backend(name: str) -> None:

@@ -43,6 +43,7 @@ from torch import nn
 from compress.models.accounting import meta_encoder
 from compress.models.config import EncoderConfig
 from compress.models.encoder import Encoder
+from compress.quantize.formats import GROUP_SIZES
 
 FP32 = 4
 SCALE = 4                 # one fp32 scale
@@ -157,9 +158,13 @@ def ov_int4_misfit(config: EncoderConfig, group_size: int) -> str | None:
                      if isinstance(module, (nn.Linear, nn.Embedding)) and module.weight.shape[1] % group_size})
     if not widths:
         return None
+    every = {module.weight.shape[1] for module in _meta_encoder(config).modules()
+             if isinstance(module, (nn.Linear, nn.Embedding))}
+    fitting = [size for size in GROUP_SIZES if all(width % size == 0 for width in every)]
+    remedy = f"--group-size {' or '.join(map(str, fitting))} divides every one" if fitting else \
+        f"no group size of {', '.join(map(str, GROUP_SIZES))} divides them all"
     return (f"int4 on OpenVINO groups every matrix's input channels by group_size {group_size}, and this model has "
-            f"matrices {', '.join(map(str, widths))} wide; choose a group size that divides them or ONNX Runtime "
-            "(which pads).")
+            f"matrices {', '.join(map(str, widths))} wide; {remedy}, and ONNX Runtime pads instead.")
 
 
 def _ov_int4_module_bytes(module: nn.Module, group_size: int) -> int:

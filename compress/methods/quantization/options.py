@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compress.errors import CompressError
-from compress.quantize.formats import QuantMethod, check_backend
+from compress.quantize.formats import GROUP_SIZES, QuantMethod, check_backend
 
 
 @dataclass
@@ -55,8 +55,6 @@ class GroupedOptions(QuantOptions):
             raise CompressError(f"group_size must be one of {', '.join(map(str, GROUP_SIZES))}, got "
                                 f"{self.group_size}.")
 
-
-GROUP_SIZES = (16, 32, 64, 128, 256)   # powers of two, as ONNX Runtime's 4-bit kernels take them
 
 
 @dataclass
