@@ -6,13 +6,14 @@
 Each variant is a named recipe (:mod:`compress.distill.schedule`) with some of its mechanisms changed: ``+divergence``
 keeps the weights closest to the teacher's dev answers, evaluated four times an epoch; ``+average`` offers the weights'
 exponential moving average (decay 0.99) beside them; ``+copyN`` makes N augmented copies; ``+perepochK`` lets each epoch
-learn from K copies in turn (one where K is left out); ``+patienceN`` and ``+epochsN`` set those; ``+nopatience`` trains to the ceiling;
-``+teacher`` teaches a pipeline's recoveries the fine-tuned teacher's soft targets instead of their parent's. Every
-run holds out ``--hold-out`` training sentences (the search's 2,062 on MR) and is made once (the run store keeps it:
-running the script again only prints). For each variant the script prints its accuracy and retention on the held-out
-sentences, on dev and on test (each retention with its 95% interval over that split's sentences, paired with the
-teacher), its optimizer steps and training seconds, and its held-out accuracy minus the first variant's, paired on the
-same sentences, with its 95% interval.
+learn from K copies in turn (one where K is left out); ``+patienceN`` and ``+epochsN`` set those; ``+nopatience`` trains
+to the ceiling; ``+teacher`` teaches a pipeline's recoveries the fine-tuned teacher's soft targets instead of their
+parent's. Every run holds out ``--hold-out`` training sentences (the search's 2,062 on MR) and is made once (the run
+store keeps it: running the script again only prints). For each variant the script prints its accuracy and retention on
+the held-out sentences, on dev and on test (each retention with its 95% interval over that split's sentences, paired
+with the teacher), its optimizer steps and training seconds, and its held-out accuracy minus the first variant's, paired
+on the same sentences, with its 95% interval. A pipeline's steps and seconds are those of every step that trains.
+``--plot FILE.png`` draws each variant's held-out retention (with its interval) against its optimizer steps.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--variants", default="fast,fast+divergence,fast+divergence+average")
     parser.add_argument("--hold-out", type=int, default=2062)
     parser.add_argument("--out", default="runs/mechanisms")
+    parser.add_argument("--plot", help="a PNG of held-out retention against optimizer steps, one point a variant")
     args = parser.parse_args()
     torch.set_num_threads(2)
 
@@ -96,7 +98,7 @@ def main() -> None:
     print("| variant | held-out acc | held-out retention | dev retention | test retention | steps | training s | "
           "held-out minus first (points) |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|")
-    first = None
+    first, points = None, []
     for name, out in made.items():
         record = read_run_record(out)
         kept = {SELECT: record.select_predictions, "dev": record.dev_predictions, "test": record.predictions}
@@ -111,12 +113,40 @@ def main() -> None:
         else:
             d = difference_interval(held_out, first)
             difference = f"{d.estimate * 100:+.2f} ({d.low * 100:+.2f} to {d.high * 100:+.2f})"
-        steps = sum(stage.get("steps", 0) for stage in record.stages)
-        seconds = sum(stage.get("seconds", 0.0) for stage in record.stages)
+        stages = [stage for step in record.chain for stage in read_run_record(Path(step.run_dir)).stages] \
+            if len(record.chain) > 1 else record.stages
+        steps = sum(stage.get("steps", 0) for stage in stages)
+        seconds = sum(stage.get("seconds", 0.0) for stage in stages)
         print(f"| {name} | {held_out.mean():.4f} | {' | '.join(cells)} | {steps:,} | {seconds:.0f} | {difference} |")
         print("  stages: " + json.dumps([{k: stage.get(k) for k in ("stage", "epochs", "best_epoch", "kept_step",
                                                                      "kept_average", "selected_on", "stop_reason",
-                                                                     "cooldown_steps")} for stage in record.stages]))
+                                                                     "cooldown_steps")} for stage in stages]))
+        points.append((name, steps, retention_interval(held_out, answers[SELECT].correct)))
+    if args.plot:
+        plot(points, f"{args.method}, seed {args.seed}", Path(args.plot))
+
+
+def plot(points: list, title: str, target: Path) -> None:
+    """Held-out retention (with its 95% interval) against optimizer steps, a labelled point a variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    for name, steps, r in points:
+        axes.errorbar(steps, 100 * r.estimate, yerr=[[100 * (r.estimate - r.low)], [100 * (r.high - r.estimate)]],
+                      fmt="o", capsize=3)
+        axes.annotate(name, (steps, 100 * r.estimate), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    axes.set_xlabel("optimizer steps (all stages)")
+    axes.set_ylabel("held-out retention of the teacher (%)")
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.margins(x=0.25)   # room for the labels
+    figure.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(target, dpi=120)
+    print(f"plot: {target}")
 
 
 if __name__ == "__main__":
