@@ -31,6 +31,7 @@ from compress.data.splits import SELECT
 from compress.distill.schedule import SCHEDULES, Schedule
 from compress.distill.teacher_logits import teacher_logits
 from compress.predictions import Predictions, load_predictions
+from compress.registry.pipeline import Step, parse
 from compress.reports.records import read_run_record
 from compress.runs.config import RunConfig, run_task
 from compress.runs.pipeline import run
@@ -60,6 +61,23 @@ def variant(text: str) -> Schedule:
     return replace(schedule, name=text.replace("+", "_"), summary=f"the variant {text}")
 
 
+def made_steps(steps: list[Step], recipe: str, args: argparse.Namespace) -> Path:
+    """The run of the pipeline ``steps`` under ``recipe``, step by step, each made once: the first in
+    ``OUT/METHOD-RECIPE-SEED`` (the directory this method alone would have, so a chain reuses its student's run), each
+    later step from the one before, in that directory's name plus its own method; the last step's directory."""
+    directory = None
+    for step in steps:
+        config = RunConfig(method=str(step), seed=args.seed, hold_out=args.hold_out, recipe=recipe, overwrite=True)
+        if directory is None:
+            directory = Path(args.out) / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', str(step))}-{recipe}-{args.seed}"
+        else:
+            config, directory = replace(config, target=str(directory)), Path(f"{directory}-{step.name}")
+        if not (directory / "metrics.json").is_file():
+            run(replace(config, out=str(directory)), show_progress=False)
+    assert directory is not None
+    return directory
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--method", default="distilbert[num_layers=2]")
@@ -76,13 +94,8 @@ def main() -> None:
     for name in names:
         schedule = variant(name)
         SCHEDULES[schedule.name] = schedule
-        out = Path(args.out) / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', args.method)}-{schedule.name}-{args.seed}"
-        config = RunConfig(method=args.method, seed=args.seed, hold_out=args.hold_out, recipe=schedule.name,
-                           out=str(out), overwrite=True)
-        if not (out / "metrics.json").is_file():
-            run(config, show_progress=False)
-        made[name] = out
-        print(f"made {name}: {out}", flush=True)
+        made[name] = made_steps(parse(args.method).steps, schedule.name, args)
+        print(f"made {name}: {made[name]}", flush=True)
 
     config = RunConfig(method=args.method, seed=args.seed, hold_out=args.hold_out)
     task = run_task(config)
