@@ -231,18 +231,18 @@ def recut(options: CutOptions, turn: StageTurn) -> Encoder:
     from compress.models.encoder import Encoder
     from compress.prune.structure import prune_model
 
-    teacher, first = turn.run.finetuned, kept_by(options)
-    if teacher is None or first is None:
+    teacher, latest = turn.run.finetuned, kept_by(options)
+    if teacher is None or latest is None:
         raise ValueError("the cut is chosen on the run's data first (prepare).")
     made = [r["cut"] for r in turn.done if "cut" in r]
     if 0 < turn.index < options.cuts and len(made) < turn.index:
         step = choose_cut(turn.student, turn.run.data, options, turn.run.seed, resolve_device(turn.run.device),
                           turn.run.show_progress, kept=waypoint(teacher.config, options, turn.index + 1))
-        options._kept = keep = composed(first, step)   # type: ignore[attr-defined]
+        options._kept = keep = composed(latest, step)   # type: ignore[attr-defined]
         turn.done[-1]["cut"] = cut_record(keep)
         state = prune_model(turn.student, step).state_dict()
         return Encoder.holding(shaped(teacher.config, kept_parts(teacher.config, keep)), state).train()
-    if made and cut_record(first) != made[-1]:
+    if made and cut_record(latest) != made[-1]:
         options._kept = recorded_cut(made[-1])   # type: ignore[attr-defined]
         return build_cut(teacher, options)
     return turn.student
