@@ -13,6 +13,7 @@ import pytest
 import torch
 from helpers import HANG_GUARD, REPO, make_tiny_teacher, padded_batch, run_cli, tiny_config, wait_for, write_tiny_csv
 
+from compress.distill.recipe import Recipe
 from compress.distill.recipes import tinybert_recipe
 from compress.models.checkpoints import load_encoder
 from compress.models.encoder import Encoder
@@ -41,6 +42,11 @@ def test_the_layerwise_stage_shares_its_epochs_among_its_parts():
                                                   ("intermediate 3/3", 1)]
     assert {(p.lr, p.select_on) for p in parts} == {(intermediate.lr, intermediate.select_on)}
     assert [p.epochs for p in layerwise_parts(intermediate, 6)] == [1] * 6   # every part trains
+    # a run's --epochs is shared the same way (not given to every part), and a recipe keeps its parts through JSON
+    recipe = Recipe("cut", [*parts, tinybert_recipe().stages[1]])
+    assert [s.epochs for s in recipe.for_run(5, None, None).stages] == [2, 2, 1, 5]
+    assert Recipe.from_dict(json.loads(json.dumps(recipe.to_dict()))) == recipe
+    assert "part" not in json.dumps(tinybert_recipe().to_dict())   # unsplit recipes read as before
 
 
 def test_a_cut_of_a_cut_is_one_cut_of_the_teacher():
@@ -85,7 +91,8 @@ def test_a_run_cut_while_it_distils_records_its_cuts_and_resumes_at_the_shape_it
     assert done.returncode == 0, done.stderr
     metrics = json.loads((reference / "metrics.json").read_text())
     stages = metrics["stages"]
-    assert [s["stage"] for s in stages] == ["intermediate 1/2", "intermediate 2/2", "prediction"]
+    assert [(s["stage"], s["epochs"]) for s in stages] == [("intermediate 1/2", 1), ("intermediate 2/2", 1),
+                                                            ("prediction", 2)]   # the parts share --epochs 2
     assert [("cut" in s) for s in stages] == [True, False, False]   # the second cut, after the first part
     cut = recorded_cut(stages[0]["cut"])
     assert len(cut.layers) == 1 and len(cut.channels) == 16 and len(cut.heads[cut.layers[0]]) == 2

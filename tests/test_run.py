@@ -178,6 +178,7 @@ def test_a_cut_student_starts_from_the_teachers_kept_weights_and_learns_from_wha
         (("pruning",), f"known: {', '.join(names())}"),
         (("cut", "--width", "33"), "a cut keeps from 1 to the teacher's 32 width, not 33"),
         (("cut", "--shape", "tinybert-9"), "unknown shape 'tinybert-9'"),
+        (("cut", "--layer-map", "1"), "--layer-map does not apply to cut"),
         (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),
         (("albert", "--embedding-size", "16", "--groups", "3"), "groups (3) must divide"),
         (("albert", "--embedding-size", "16", "--sharing", "layers"), "sharing must be one of"),

@@ -59,10 +59,26 @@ class Stage:
     select_on: str = "accuracy"
     warmup_ratio: float = 0.1
     decay: str = "linear"
+    part: tuple[int, int] | None = None   # (i, k): the i-th (from 0) of k parts sharing one stage's epochs
 
     @property
     def reads(self) -> set[str]:
         return {t.reads for t in self.terms}
+
+    def to_dict(self) -> StageData:
+        data = asdict(self)
+        if self.part is None:
+            del data["part"]   # stages that are no part read as they did before stages were split
+        return StageData(**data)
+
+    def sharing(self, epochs: int) -> int:
+        """This stage's share of ``epochs`` where it is a part of a split stage (each part at least one, the first
+        ones one more where they do not divide), else ``epochs``."""
+        if self.part is None:
+            return epochs
+        index, parts = self.part
+        share, extra = divmod(epochs, parts)
+        return max(1, share + (index < extra))
 
 
 class TermData(TypedDict):
@@ -80,6 +96,7 @@ class StageData(TypedDict):
     select_on: str
     warmup_ratio: float
     decay: str
+    part: NotRequired[list[int]]
 
 
 class RecipeData(TypedDict):
@@ -104,6 +121,7 @@ class Recipe:
 
     def to_dict(self) -> RecipeData:
         data = asdict(self)
+        data["stages"] = [stage.to_dict() for stage in self.stages]
         if self.channels is None:
             del data["channels"]   # recipes without one read as they did before widths were cut
         return RecipeData(**data)
@@ -112,7 +130,7 @@ class Recipe:
                 decay: str | None = None) -> Recipe:
         """The recipe a run follows: its ``--epochs``, ``--lr``, ``--warmup``, ``--decay`` and ``--layer-map``, where
         given, over every stage's own (ValueError on a bad layer map)."""
-        stages = [replace(s, epochs=s.epochs if epochs is None else epochs, lr=s.lr if lr is None else lr,
+        stages = [replace(s, epochs=s.epochs if epochs is None else s.sharing(epochs), lr=s.lr if lr is None else lr,
                           warmup_ratio=s.warmup_ratio if warmup is None else warmup,
                           decay=s.decay if decay is None else decay)
                   for s in self.stages]
@@ -121,7 +139,8 @@ class Recipe:
     @classmethod
     def from_dict(cls, data: RecipeData) -> Recipe:
         stages = [
-            Stage(**{**s, "terms": [LossTerm(**t) for t in s["terms"]]}) for s in data["stages"]
+            Stage(**{**s, "terms": [LossTerm(**t) for t in s["terms"]],
+                     "part": tuple(s["part"]) if "part" in s else None}) for s in data["stages"]
         ]
         channels = data.get("channels")
         return cls(method=data["method"], stages=stages, layer_map=LayerMap.from_dict(data["layer_map"]),

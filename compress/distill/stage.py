@@ -32,9 +32,9 @@ from compress.training import train_stage
 
 
 def stage_config(stage: Stage, settings: TrainSettings) -> TrainConfig:
-    """The stage's training settings: its own epochs (raised to the run's recipe's ceiling, ``settings.min_epochs``),
-    learning rate, warm-up and decay, and the run's batch size, seed, patience and precision."""
-    return TrainConfig(epochs=max(stage.epochs, settings.min_epochs or 0), lr=stage.lr,
+    """The stage's training settings: its own epochs (raised to the run's recipe's ceiling, ``settings.min_epochs``, or
+    a part's share of it), learning rate, warm-up and decay, and the run's batch size, seed, patience and precision."""
+    return TrainConfig(epochs=max(stage.epochs, stage.sharing(settings.min_epochs or 0)), lr=stage.lr,
                        warmup_ratio=stage.warmup_ratio, decay=stage.decay, batch_size=settings.batch_size,
                        seed=settings.seed, patience=settings.patience,
                        metric="loss" if stage.select_on == "loss" else settings.metric,

@@ -35,6 +35,9 @@ def check_student(config: RunConfig, method: StudentMethod) -> tuple[Any, Recipe
     options, the student's shape, the recipe and layer map, the precision): a pipeline and a comparison run it
     before anything is fetched. Gives the method's options and the recipe the run follows."""
     options = method.make_options(config.options)
+    if config.layer_map and "layer_map" in method.prepared_parts:
+        raise CompressError(f"--layer-map does not apply to {method.name}: its layers face the teacher's layers they "
+                            "were cut from.")
     teacher_shape = teacher_config(config.teacher)
     try:
         student_shape = method.student_config(teacher_shape, options)

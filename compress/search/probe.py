@@ -215,7 +215,7 @@ class Probes:
         """Seconds of one training step: timed once per shape, or interpolated in FLOPs between two this search has
         timed (or been charged for) of the same kind (:func:`step_point`) whose FLOPs bracket it, at no cost. Only
         what this search was served is read, so a search run again estimates as it did."""
-        key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": asdict(stage[0]),
+        key = json.dumps({"student": student.to_dict(), "teacher": teacher.to_dict(), "stage": stage[0].to_dict(),
                           "precision": precision, "batch": batch_size}, sort_keys=True, default=str)
         if key not in self.served:
             point = step_point(student, teacher, stage, precision, batch_size, self.seq_len)
@@ -292,7 +292,7 @@ def step_point(student: EncoderConfig, teacher: EncoderConfig, stage: tuple[Any,
     built = {"sharing": student.sharing, "groups": student.groups, "factorized": student.factorized,
              "word_rank": bool(student.word_rank), "delta_rank": bool(student.delta_rank),
              "low_rank": any(r for ranks in (student.attention_ranks or ()) + (student.ffn_ranks or ()) for r in ranks)}
-    kind = json.dumps({"teacher": read, "stage": asdict(stage[0]), "precision": precision,
+    kind = json.dumps({"teacher": read, "stage": stage[0].to_dict(), "precision": precision,
                        "batch": batch_size, "student": built}, sort_keys=True, default=str)
     return StepPoint(hashlib.sha256(kind.encode()).hexdigest()[:16], float(flops_per_sequence(student, seq_len)))
 

@@ -160,9 +160,8 @@ def layerwise_parts(stage: Stage, cuts: int) -> list[Stage]:
 
     if cuts == 1:
         return [stage]
-    share, extra = divmod(stage.epochs, cuts)
-    return [replace(stage, name=f"{stage.name} {i + 1}/{cuts}", epochs=max(1, share + (i < extra)))
-            for i in range(cuts)]
+    parts = [replace(stage, name=f"{stage.name} {i + 1}/{cuts}", part=(i, cuts)) for i in range(cuts)]
+    return [replace(part, epochs=part.sharing(stage.epochs)) for part in parts]
 
 
 def kept_by(options: CutOptions) -> Keep | None:
