@@ -179,14 +179,20 @@ def kept_parts(teacher: EncoderConfig, keep: Keep) -> Parts:
 
 def build_cut(teacher: Encoder, options: CutOptions) -> Encoder:
     """The student: the teacher's weights that the run's cut keeps, in the shape the cut has."""
-    from compress.models.encoder import Encoder
     from compress.prune.structure import prune_model
 
     keep = kept_by(options)
     if keep is None:
         raise ValueError("the cut is chosen on the run's data first (prepare).")
     state = prune_model(teacher, keep).state_dict()
-    return Encoder.holding(shaped(teacher.config, kept_parts(teacher.config, keep)), state).train()
+    return _shaped_student(teacher.config, keep, state)
+
+
+def _shaped_student(teacher: EncoderConfig, keep: Keep, state: dict) -> Encoder:
+    """A training student holding ``state``, in the uniform shape of the cut ``keep`` of ``teacher``."""
+    from compress.models.encoder import Encoder
+
+    return Encoder.holding(shaped(teacher, kept_parts(teacher, keep)), state).train()
 
 
 def composed(first: Keep, then: Keep) -> Keep:
@@ -227,7 +233,6 @@ def recut(options: CutOptions, turn: StageTurn) -> Encoder:
     rebuilt at the latest recorded cut where a resumed run's student is not at it yet (its checkpoint's weights then
     load over it), else the student as it is."""
     from compress.device import resolve_device
-    from compress.models.encoder import Encoder
     from compress.prune.structure import prune_model
 
     teacher, latest = turn.run.finetuned, kept_by(options)
@@ -240,7 +245,7 @@ def recut(options: CutOptions, turn: StageTurn) -> Encoder:
         options._kept = keep = composed(latest, step)   # type: ignore[attr-defined]
         turn.done[-1]["cut"] = cut_record(keep)
         state = prune_model(turn.student, step).state_dict()
-        return Encoder.holding(shaped(teacher.config, kept_parts(teacher.config, keep)), state).train()
+        return _shaped_student(teacher.config, keep, state)
     if made and cut_record(latest) != made[-1]:
         options._kept = recorded_cut(made[-1])   # type: ignore[attr-defined]
         return build_cut(teacher, options)
