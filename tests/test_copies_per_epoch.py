@@ -18,11 +18,13 @@ from compress.data import load_task, tokenize_task
 from compress.data.splits import TRANSFER
 from compress.distill import stage as stage_module
 from compress.distill.recipes import distilbert_recipe
-from compress.distill.schedule import SCHEDULES
+from compress.distill.schedule import SCHEDULES, epoch_examples
 from compress.distill.stage import distil_stage
 from compress.distill.teacher_targets import INDEX
+from compress.errors import CompressError
 from compress.models.encoder import Encoder
-from compress.runs.config import RunConfig, result_settings
+from compress.registry.pipeline import resolve
+from compress.runs.config import RunConfig, check_copies_chosen, result_settings
 from compress.students.transfer import TransferRequest, with_transfer
 from compress.train_config import TrainSettings
 
@@ -126,9 +128,13 @@ def test_copy_k_is_the_same_however_many_copies_were_asked_for(task, tokenizer, 
 def test_the_setting_comes_from_the_recipe_unless_the_run_gives_it_and_changes_the_runs_key():
     from compress.runs.writer import train_settings
 
-    assert all(s.copies_per_epoch is None for s in SCHEDULES.values())   # today's recipes: every copy every epoch
-    assert train_settings(RunConfig("distilbert", device="cpu")).copies_per_epoch is None
-    assert train_settings(RunConfig("distilbert", device="cpu", copies_per_epoch=1)).copies_per_epoch == 1
+    # default learns from two of its copies every epoch; fast makes none, thorough learns from every copy every epoch
+    assert {name: s.copies_per_epoch for name, s in SCHEDULES.items()} == {"fast": None, "default": 2,
+                                                                            "thorough": None}
+    assert train_settings(RunConfig("distilbert", device="cpu")).copies_per_epoch == 2
+    assert train_settings(RunConfig("distilbert", device="cpu", recipe="thorough")).copies_per_epoch is None
+    assert train_settings(RunConfig("distilbert", device="cpu", recipe="thorough",
+                                    copies_per_epoch=2)).copies_per_epoch == 2
 
     def settings(**given):
         return result_settings(asdict(RunConfig("distilbert", device="cpu", **given)))
@@ -137,6 +143,25 @@ def test_the_setting_comes_from_the_recipe_unless_the_run_gives_it_and_changes_t
     older = {k: v for k, v in asdict(RunConfig("distilbert", device="cpu")).items() if k != "copies_per_epoch"}
     assert settings() == result_settings(older) and "copies_per_epoch" not in settings()
     assert settings(copies_per_epoch=1) != settings() and settings(copies_per_epoch=1) != settings(copies_per_epoch=2)
+
+
+def test_the_recipes_own_copy_an_epoch_is_not_refused_where_a_student_makes_fewer_copies():
+    """default's two copies an epoch are the recipe's, not the user's: a student given --augment 0 or 1 under it
+    learns from the copies it has, every epoch, and no sentence refuses it; the same value given by the user is
+    refused."""
+    for copies in (0, 1):
+        steps = [(s.method, s.options) for s in resolve(f"tinybert[augment_copies={copies}]", [], {})]
+        check_copies_chosen("default", None, steps)
+        with pytest.raises(CompressError, match="--copies-per-epoch"):
+            check_copies_chosen("default", 2, steps)
+
+
+def test_an_epochs_examples_under_each_recipe_are_what_the_search_estimates_its_costs_on():
+    # the training sentences plus the copies an epoch takes: none, two of four, all twenty, or a run's own share
+    assert [epoch_examples(name, 100) for name in ("fast", "default", "thorough")] == [100, 300, 2100]
+    assert epoch_examples("thorough", 100, copies_per_epoch=1) == 200
+    assert epoch_examples("default", 100, copies_per_epoch=3) == 400
+    assert epoch_examples("default", 100, copies_per_epoch=9) == 500   # never more copies than the recipe makes
 
 
 NONE = "--copies-per-epoch chooses among augmented copies, and this run makes none"
@@ -148,7 +173,9 @@ NONE = "--copies-per-epoch chooses among augmented copies, and this run makes no
     (["run", "distilbert", "--copies-per-epoch", "-2"], "1 or more, got -2."),
     (["run", "distilbert", "--recipe", "fast", "--copies-per-epoch", "1"], NONE),
     (["run", "tinybert", "--augment", "0", "--copies-per-epoch", "1"], NONE),
-    (["run", "distilbert+int8", "--copies-per-epoch", "2"],
+    (["run", "distilbert+int8", "--copies-per-epoch", "5"],
+     "--copies-per-epoch 5 is more than the 4 augmented copies this run makes"),
+    (["run", "tinybert", "--augment", "1", "--copies-per-epoch", "2"],
      "--copies-per-epoch 2 is more than the 1 augmented copy this run makes"),
     (["compare", "--methods", "distilbert,int8", "--recipe", "fast", "--copies-per-epoch", "1"], NONE),
     (["compare", "--methods", "int8", "--copies-per-epoch", "0"], "1 or more, got 0."),

@@ -59,7 +59,7 @@ def test_a_first_revision_leaves_the_key_as_it_was_before_revisions():
 
 
 def test_a_run_made_under_an_older_meaning_of_a_recipes_name_is_not_found_as_the_new_one(monkeypatch):
-    """The key follows what the recipe does, not only its name: `default` stops by patience with a cool-down now, so
+    """The key follows what the recipe does, not only its name: `default` learns from two of four copies an epoch, so
     its key is not the one its runs had when the name alone was keyed; a recipe changed in any setting changes it."""
     from compress.distill import schedule
 

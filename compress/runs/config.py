@@ -158,18 +158,20 @@ def result_settings(run: RunSettings) -> RunSettings:
 
 
 def check_copies_chosen(recipe: str, copies_per_epoch: int | None, steps: Iterable[tuple[Any, Any]]) -> None:
-    """Refuse ``--copies-per-epoch`` (or the recipe's) in one sentence, before any work, where the steps of a run (or
-    the runs of a comparison) make no augmented copy to choose among or fewer than it asks for each epoch. ``steps``:
-    each one's (method, options); a student method's ``--augment`` says its copies (its ``copies``), the recipe every
-    other one's."""
+    """Refuse ``--copies-per-epoch`` in one sentence, before any work, where the steps of a run (or the runs of a
+    comparison) make no augmented copy to choose among or fewer than it asks for each epoch. ``steps``: each one's
+    (method, options); a student method's ``--augment`` says its copies (its ``copies``), the recipe every other one's.
+    A recipe's own copies per epoch is never refused: a stage with that many copies or fewer (``--augment 0`` or 1
+    under ``default``) learns from all of them every epoch."""
+    if copies_per_epoch is None:
+        return
     schedule = get_schedule(recipe)
-    per_epoch = copies_per_epoch if copies_per_epoch is not None else schedule.copies_per_epoch
 
     def copies(method: Any, options: Any) -> int:
         own = method.copies(options) if getattr(method, "copies", None) is not None else None
         return schedule.copies if own is None else own
 
-    check_copies_per_epoch(per_epoch, max((copies(m, o) for m, o in steps), default=schedule.copies))
+    check_copies_per_epoch(copies_per_epoch, max((copies(m, o) for m, o in steps), default=schedule.copies))
 
 
 @dataclass

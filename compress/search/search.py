@@ -56,7 +56,7 @@ from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
 from compress.data.batching import choose_max_length, tokenize_task
 from compress.data.load import check_dataset, dataset_args, load_task
-from compress.distill.schedule import DEFAULT_SCHEDULE
+from compress.distill.schedule import DEFAULT_SCHEDULE, epoch_examples
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
@@ -205,7 +205,8 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     primed_at = time.perf_counter()
     kinds = prime_steps(found, teacher, probes, precision, config.batch_size)
     primed_s = time.perf_counter() - primed_at
-    least = least_training(found, teacher, probes, precision, config.batch_size, len(task.splits["train"]))
+    least = least_training(found, teacher, probes, precision, config.batch_size, epoch_examples(
+        config.recipe, len(task.splits["train"]), config.copies_per_epoch))
     finetune = config.teacher_finetune.train
     teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune, config.metric) else \
         probes.finetune_seconds(teacher, finetune.batch_size) * finetune.epochs * EVAL_SHARE * \

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compress.distill.schedule import epoch_examples
 from compress.errors import CompressError
 from compress.interrupts import raise_if_interrupted
 from compress.models.config import EncoderConfig
@@ -91,7 +92,8 @@ class Walk:
         self.runs: dict[str, tuple[Path, RunRecord]] = {}   # by pipeline text, first seed
         self.trained = max((s.record.order or 0 for s in self.states), default=0)
         self.costs = RunCosts(out, compare_config, task.fingerprint, teacher, probes, clock, precision,
-                              config.batch_size, len(task.splits["train"]))
+                              config.batch_size, epoch_examples(config.recipe, len(task.splits["train"]),
+                                                                config.copies_per_epoch))
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
         # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
         self.floor: tuple[float, str] | None = None
