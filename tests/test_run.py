@@ -481,6 +481,8 @@ def test_distilbert_then_prune_then_int8_runs_end_to_end(tiny):
     assert metrics["student"]["params"] < metrics["source"]["params"]
     assert metrics["student"]["flops"] < json.loads((out / "metrics.json").read_text())["student"]["flops"]
     assert len(metrics["details"]["head_curve"]["importance"]) == 10
+    # the default recipe: the recovery learned its soft targets from the fine-tuned teacher, not from its parent
+    assert [stage.get("soft_targets") for stage in metrics["stages"]] == ["teacher"]
     last = json.loads((tiny["root"] / "chain-prune-int8" / "metrics.json").read_text())
     assert [step["step"].split("[")[0] for step in last["chain"]] == ["distilbert", "prune", "int8"]
     assert "heads kept" in (pruned_dir / "report.md").read_text()
