@@ -488,6 +488,20 @@ def test_distilbert_then_prune_then_int8_runs_end_to_end(tiny):
     assert "heads kept" in (pruned_dir / "report.md").read_text()
 
 
+def test_a_recovery_that_cannot_ask_the_teacher_says_so_and_learns_from_its_parent(tiny):
+    """Under the default recipe a recovery learns the fine-tuned teacher's answers; after prune-vocab the model
+    numbers its tokens otherwise, so the teacher's cannot be read on its data: the run says so in one line, and its
+    record does not claim the teacher's targets. A step that trains nothing (int8) says nothing."""
+    done = run_cli("run", "prune-vocab+prune+int8", "--teacher", str(tiny["teacher"]), "--dataset", str(tiny["csv"]),
+                   "--out", str(tiny["root"] / "vocab-chain"), "--keep-heads", "0.5", "--recovery-epochs", "1",
+                   *COMMON[-6:], env=tiny["env"])   # the teacher's fine-tuning as every other test here
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "fine-tuned teacher's answers" in line]
+    assert len(said) == 1 and "learned its soft targets from the model it was given" in said[0]
+    pruned = json.loads((tiny["root"] / "vocab-chain-prune" / "metrics.json").read_text())
+    assert pruned["stages"] and all("soft_targets" not in stage for stage in pruned["stages"])
+
+
 def test_prune_vocab_keeps_the_tokens_the_training_text_uses(tiny):
     from transformers import AutoTokenizer
 

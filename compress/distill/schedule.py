@@ -16,8 +16,9 @@ record says how many steps it took and why it stopped.
   two copies in turn (copies 1-2, then 3-4, then 1-2 ...), each method's own epochs, trained to the end: three times
   ``fast``'s training steps. Chosen from the measured curve (``docs/tutorial.md``, section 7): the cheapest point
   within half a point of the best measured on MR's held-out sentences. A recovery learns its soft targets from the
-  fine-tuned teacher (measured on a chain: +1.1 points held out at the same steps). (Until round 8 it was one copy,
-  seen every epoch, with one epoch of patience; :data:`KEYED_BY_NAME` keeps its runs apart.)
+  fine-tuned teacher (on a chain's seed: +1.1 points held out under ``fast``'s steps, -0.15, no difference, under
+  these). (Until round 8 it was one copy, seen every epoch, with one epoch of patience; :data:`KEYED_BY_NAME` keeps
+  its runs apart.)
 * ``thorough``: the anchors' (TinyBERT: 20 copies, 10 epochs of intermediate-layer distillation and 3 of
   prediction-layer; TextBrewer: tens of epochs): 20 copies, candidates from a masked LM where the teacher has one,
   a ceiling of 10 epochs a stage (the method's own where it has more), three epochs of patience. A GPU's recipe.

@@ -116,20 +116,20 @@ def recorded_teacher(config: SavedConfig) -> FinetunedTeacher | None:
     return FinetunedTeacher(Path(directory), read_record(Path(directory)), cache_hit=True)
 
 
-def teacher_answers(source: Source, data: TokenizedTask) -> Callable[[str], torch.Tensor] | None:
-    """The fine-tuned teacher's logits on a split of ``data`` (computed once and cached: the soft targets a recovery
-    learns from), or None where the teacher is not at hand or ``data`` is not tokenized as it was (a pruned
-    vocabulary numbers the tokens otherwise)."""
+def teacher_answers(source: Source, data: TokenizedTask, device: torch.device) -> Callable[[str], torch.Tensor] | None:
+    """The fine-tuned teacher's logits on a split of ``data`` (computed once on ``device`` and cached: the soft
+    targets a recovery learns from), or None where the teacher is not at hand or ``data`` is not tokenized as it was
+    (a pruned vocabulary numbers the tokens otherwise): the recovery learns from its parent then."""
     finetuned = source.finetuned
     if finetuned is None or data.cache_key != tokenized_for(finetuned, source.task).cache_key:
         return None
+
     @cache
     def teacher() -> Encoder:   # loaded once, on the first split asked for
-        return source.model if source.kind == "teacher" else finetuned.load().model
+        return (source.model if source.kind == "teacher" else finetuned.load().model).to(device)
 
     def answers(split: str) -> torch.Tensor:
-        return teacher_logits(teacher(), data, split, finetuned.record["fingerprint"],
-                              next(teacher().parameters()).device, show_progress=False)
+        return teacher_logits(teacher(), data, split, finetuned.record["fingerprint"], device, show_progress=False)
 
     return answers
 

@@ -42,6 +42,7 @@ from compress.distill.schedule import get_schedule
 from compress.inference.loaded import model_dir_of, model_files
 from compress.models.checkpoints import TOKENIZER_FILES, save_encoder
 from compress.models.encoder import Encoder
+from compress.paths import notice
 from compress.predictions import Predictions, save_predictions
 from compress.quantize.artefacts import artefact_bytes
 from compress.quantize.predictors import TorchPredictor, predict_batches
@@ -107,10 +108,14 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
                                   device=config.device, speed_device=config.speed_device,
                                   train=settings, threads=config.threads,
                                   workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name,
-                                  teacher_answers=teacher_answers(source, data) if settings.taught_by == "teacher"
-                                  else None)
+                                  teacher_answers=teacher_answers(source, data, resolve_device(config.device))
+                                  if settings.taught_by == "teacher" else None)
                 context.workdir.mkdir()
                 made = method.apply(source.model.to(resolve_device(config.device)).eval(), options, context)
+            if made.recipe is not None and settings.taught_by == "teacher" and context.teacher_answers is None:
+                notice("the recipe teaches a recovery with the fine-tuned teacher's answers, but the teacher is not at "
+                       "hand (its cache entry is gone) or this model numbers its tokens otherwise (prune-vocab): this "
+                       "recovery learned its soft targets from the model it was given.")
             if made.recipe is None:
                 log_path.unlink()  # a transform that never trains (quantization) keeps no training log
             record = write_run(tmp, out, config, method, options, source, made, seconds=time.perf_counter() - start,
