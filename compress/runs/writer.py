@@ -103,15 +103,15 @@ def transform_run(config: RunConfig, method: Transform, options: Any, show_progr
                 tokenizer = load_tokenizer(str(source.directory))
                 # a recovery trains on the transfer data too, made when its stage first asks
                 data = with_transfer(source.data, source.task, transfer_request(config), tokenizer, show_progress)
-                settings = train_settings(config)
+                settings, device = train_settings(config), resolve_device(config.device)
                 context = Context(data=data, task=source.task, tokenizer=tokenizer,
                                   device=config.device, speed_device=config.speed_device,
                                   train=settings, threads=config.threads,
                                   workdir=tmp / ".work", log=log, show_progress=show_progress, name=source.name,
-                                  teacher_answers=teacher_answers(source, data, resolve_device(config.device))
+                                  teacher_answers=teacher_answers(source, data, device)
                                   if settings.taught_by == "teacher" else None)
                 context.workdir.mkdir()
-                made = method.apply(source.model.to(resolve_device(config.device)).eval(), options, context)
+                made = method.apply(source.model.to(device).eval(), options, context)
             if made.recipe is not None and settings.taught_by == "teacher" and context.teacher_answers is None:
                 notice("the recipe teaches a recovery with the fine-tuned teacher's answers, but the teacher is not at "
                        "hand (its cache entry is gone) or this model numbers its tokens otherwise (prune-vocab): this "
