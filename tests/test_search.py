@@ -719,3 +719,41 @@ def test_a_search_resumed_with_another_recipe_starts_its_ledger_afresh(tmp_path)
     from compress.search.report import render_markdown
 
     assert "every candidate and final trained with the default recipe" in render_markdown(other)
+
+
+def test_a_search_begun_under_an_older_meaning_of_its_recipe_name_starts_afresh(tmp_path):
+    """A search interrupted under ``default`` when that name meant another recipe (its search.json from before the
+    record kept what the recipe does, or kept another) keeps none of its candidates' evidence when resumed; one
+    begun under today's ``default`` does, and ``fast``, which still does what it always did, keeps its own too."""
+    import json
+
+    from compress.search.ledger import CandidateRecord, read_record, write_record
+    from compress.search.search import SearchConfig, _record
+    from compress.search.space import Space
+    from compress.task_metrics import resolve_metric
+
+    metric = resolve_metric("accuracy", regression=False, classes=2)
+    space = Space(values={})
+
+    def interrupted(recipe: str, **edit) -> None:
+        first = _record(SearchConfig(recipe=recipe), space, 2, 64, None, metric)
+        first.status, first.spent_s = "interrupted", 60.0
+        first.candidates = [CandidateRecord(text="int8", params=1, size_bytes=2, flops=3, trains=False)]
+        write_record(first, tmp_path)
+        data = json.loads((tmp_path / "search.json").read_text())
+        for key, value in edit.items():
+            data.pop(key) if value is None else data.__setitem__(key, value)
+        (tmp_path / "search.json").write_text(json.dumps(data))
+
+    def resumed(recipe: str) -> list[str]:
+        return [c.text for c in _record(SearchConfig(recipe=recipe), space, 2, 64, read_record(tmp_path),
+                                        metric).candidates]
+
+    interrupted("default")
+    assert read_record(tmp_path).recipe_does["copies"] >= 1 and resumed("default") == ["int8"]
+    interrupted("default", recipe_does=None)                       # written before records said what it does
+    assert resumed("default") == []
+    interrupted("default", recipe_does={"copies": 1, "patience": 1})   # what the name meant in round 7
+    assert resumed("default") == []
+    interrupted("fast", recipe_does=None)                          # fast's key never changed
+    assert read_record(tmp_path).recipe_does is None and resumed("fast") == ["int8"]

@@ -141,6 +141,8 @@ class SearchRecord:
     metric: str = "accuracy"            # what the bar, retention and every interval are of (a task metric's name)
     recipe: str | None = None           # what every candidate and final trained with (None: before recipes)
     copies_per_epoch: int | None = None  # the augmented copies each of their epochs learned from (None: the recipe's)
+    recipe_does: dict[str, object] | None = None   # what that recipe did then, where its name no longer says
+                                                   # (compress.distill.schedule.recipe_does; None: what it always did)
     schema_version: int = SEARCH_SCHEMA
 
     def to_dict(self) -> JSONObject:

@@ -56,7 +56,7 @@ from compress.bench.machine import cpu_model
 from compress.bench.timing import default_threads
 from compress.data.batching import choose_max_length, tokenize_task
 from compress.data.load import check_dataset, dataset_args, load_task
-from compress.distill.schedule import DEFAULT_SCHEDULE, epoch_examples
+from compress.distill.schedule import DEFAULT_SCHEDULE, epoch_examples, recipe_does
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.ownership import foreign, mark_comparison
@@ -257,11 +257,13 @@ def _record(config: SearchConfig, space: Space, threads: int, seq_len: int, prev
                           min_retention=config.min_retention, budget_s=config.budget_s, seeds=list(config.seeds),
                           space=space.to_dict(), cpu=cpu_model(), threads=threads, seq_len=seq_len,
                           against=config.against, selection=config.select_on, metric=metric.name,
-                          recipe=config.recipe, copies_per_epoch=config.copies_per_epoch)
-    # another recipe trains other models: its candidates' evidence is not this search's (their runs are not reused
-    # either, the recipe being part of a run's key)
+                          recipe=config.recipe, copies_per_epoch=config.copies_per_epoch,
+                          recipe_does=recipe_does(config.recipe))
+    # another recipe, or the same name meaning another recipe than when the search began, trains other models: its
+    # candidates' evidence is not this search's (their runs are not reused either, what the recipe does being part of
+    # a run's key)
     asked = ("teacher", "dataset", "minimize", "min_retention", "space", "seeds", "selection", "metric", "recipe",
-             "copies_per_epoch")
+             "copies_per_epoch", "recipe_does")
     same = previous is not None and all(getattr(previous, k) == getattr(record, k) for k in asked)
     if same and previous is not None and previous.status != "complete":
         record.spent_s, record.seconds = previous.spent_s, dict(previous.seconds)
