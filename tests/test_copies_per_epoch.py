@@ -143,6 +143,11 @@ def test_the_setting_comes_from_the_recipe_unless_the_run_gives_it_and_changes_t
     older = {k: v for k, v in asdict(RunConfig("distilbert", device="cpu")).items() if k != "copies_per_epoch"}
     assert settings() == result_settings(older) and "copies_per_epoch" not in settings()
     assert settings(copies_per_epoch=1) != settings() and settings(copies_per_epoch=1) != settings(copies_per_epoch=2)
+    # given at the value the recipe has, it trains the same: the same key (found, not trained again); under a recipe
+    # whose name still means what it did before records said what it does (fast), the value given is the key's
+    assert settings(copies_per_epoch=2) == settings()
+    assert settings(recipe="fast", copies_per_epoch=2) != settings(recipe="fast")
+    assert "copies_per_epoch" not in settings(recipe="fast")
 
 
 def test_the_recipes_own_copy_an_epoch_is_not_refused_where_a_student_makes_fewer_copies():

@@ -142,6 +142,9 @@ def result_settings(run: RunSettings) -> RunSettings:
     without a bar is one fine-tuned before bars existed."""
     settings: RunSettings = {"precision": "fp32", "dedupe": False, "speed_device": "cpu", "hold_out": 0} | \
         {k: v for k, v in run.items() if k not in NOT_RESULT}
+    does = settings.get("recipe_does")
+    if isinstance(does, dict) and settings.get("copies_per_epoch") == does.get("copies_per_epoch"):
+        settings.pop("copies_per_epoch")   # given as the recipe it ran under has it: the same training, the same key
     # unset: as every run before they existed
     for name in ("metric", "transfer_sha256", "warmup", "decay", "copies_per_epoch", "eval_every", "recipe_does"):
         if settings.get(name) is None:
