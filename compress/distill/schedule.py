@@ -15,8 +15,8 @@ record says how many steps it took and why it stopped.
 * ``default``: four augmented copies of every sentence, each epoch learning from the training sentences and the next
   two copies in turn (copies 1-2, then 3-4, then 1-2 ...), each method's own epochs, trained to the end: three times
   ``fast``'s training steps. Chosen from the measured curve (``docs/tutorial.md``, section 7): the cheapest point
-  within half a point of the best measured on MR's held-out sentences (a third copy an epoch, 4x, added +0.18 points
-  on average over four students, none beyond its interval). A recovery learns its soft targets from the
+  within half a point of the best measured on MR's held-out sentences (a third copy an epoch, 4x, added +0.03 points
+  on average over five runs of four students, none beyond its interval). A recovery learns its soft targets from the
   fine-tuned teacher (on a chain's seed: +1.1 points held out under ``fast``'s steps, -0.15, no difference, under
   these). (Until round 8 it was one copy, seen every epoch, with one epoch of patience; :data:`KEYED_BY_NAME` keeps
   its runs apart.)
