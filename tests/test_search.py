@@ -741,8 +741,11 @@ def test_a_search_begun_under_an_older_meaning_of_its_recipe_name_starts_afresh(
         first.candidates = [CandidateRecord(text="int8", params=1, size_bytes=2, flops=3, trains=False)]
         write_record(first, tmp_path)
         data = json.loads((tmp_path / "search.json").read_text())
-        for key, value in edit.items():
-            data.pop(key) if value is None else data.__setitem__(key, value)
+        for key, value in edit.items():   # None: the field left out, as a record written before it existed
+            if value is None:
+                del data[key]
+            else:
+                data[key] = value
         (tmp_path / "search.json").write_text(json.dumps(data))
 
     def resumed(recipe: str) -> list[str]:
