@@ -18,7 +18,7 @@ from compress.data import load_task, tokenize_task
 from compress.data.splits import TRANSFER
 from compress.distill import stage as stage_module
 from compress.distill.recipes import distilbert_recipe
-from compress.distill.schedule import SCHEDULES, epoch_examples
+from compress.distill.schedule import SCHEDULES, epoch_examples, recipe_does
 from compress.distill.stage import distil_stage
 from compress.distill.teacher_targets import INDEX
 from compress.errors import CompressError
@@ -149,6 +149,39 @@ def test_the_setting_comes_from_the_recipe_unless_the_run_gives_it_and_changes_t
     assert settings(recipe="fast", copies_per_epoch=2) != settings(recipe="fast")
     assert "copies_per_epoch" not in settings(recipe="fast")
 
+
+
+def test_albert_learns_from_its_own_point_on_the_curve_and_no_other_key_moves():
+    """albert's curve flattened at one copy an epoch (docs/tutorial.md, section 7): under default its stage learns from
+    one, every other method's and step's from two; albert's key says so (a run made before, at two, is not found as
+    it), every other method's key is the one stop 91 recorded, and fast's is still the one recorded by name."""
+    from compress.runs.pipeline import plan
+    from compress.runs.writer import train_settings
+
+    def per_epoch(method, **given):
+        return train_settings(RunConfig(method, device="cpu", **given)).copies_per_epoch
+
+    assert (per_epoch("albert"), per_epoch("distilbert"), per_epoch("tinybert")) == (1, 2, 2)
+    assert per_epoch("albert", recipe="thorough") is None and per_epoch("albert", copies_per_epoch=2) == 2
+    steps = plan(RunConfig("albert+prune", device="cpu"))
+    assert [(step.config.method, train_settings(step.config).copies_per_epoch) for step in steps] == \
+        [("albert", 1), ("prune", 2)]
+
+    stop_91 = {"copies": 4, "epochs": None, "patience": None, "masked_lm": False, "copies_per_epoch": 2,
+               "select": "metric", "evals_per_epoch": 1, "average": None, "taught_by": "teacher"}
+    assert RunConfig("distilbert", device="cpu").recipe_does == stop_91
+    assert RunConfig("prune", device="cpu").recipe_does == stop_91
+    assert RunConfig("albert", device="cpu").recipe_does == stop_91 | {"copies_per_epoch": 1}
+    assert RunConfig("albert", device="cpu", recipe="fast").recipe_does is None
+    # without a method (a search's record) it says every method's own point, so a change to one is seen
+    assert recipe_does("default") == stop_91 | {"own_copies_per_epoch": {"albert": 1}}
+
+    def settings(**given):
+        return result_settings(asdict(RunConfig("albert", device="cpu", **given)))
+
+    made_at_two = settings() | {"recipe_does": stop_91}
+    assert settings() != made_at_two
+    assert settings(copies_per_epoch=1) == settings() and "copies_per_epoch" not in settings()
 
 def test_the_recipes_own_copy_an_epoch_is_not_refused_where_a_student_makes_fewer_copies():
     """default's two copies an epoch are the recipe's, not the user's: a student given --augment 0 or 1 under it

@@ -62,7 +62,7 @@ TRANSFER_TEXT = typer.Option(None, help="A file of unlabeled in-domain text (one
 COPIES_PER_EPOCH = typer.Option(None, help="Augmented copies each epoch of every stage learns from besides the "
                                            "training sentences, the next ones in turn (with 1: copy 1 in the first "
                                            "epoch, copy 2 in the second, ..., cycling); default: the recipe's "
-                                           "(default: 2; fast and thorough: every copy in every epoch).")
+                                           "(default: 2, albert's 1; fast and thorough: every copy in every epoch).")
 WARMUP = typer.Option(None, help="Share of every stage's steps that warm the learning rate up, in [0, 1) (default: "
                                  "the stage's own, 0.1).")
 DECAY = typer.Option(None, help="How every stage's learning rate falls after the warm-up: linear, cosine or constant "

@@ -18,8 +18,10 @@ record says how many steps it took and why it stopped.
   within half a point of the best measured on MR's held-out sentences (a third copy an epoch, 4x, added +0.03 points
   on average over five runs of four students, none beyond its interval). A recovery learns its soft targets from the
   fine-tuned teacher (on a chain's seed: +1.1 points held out under ``fast``'s steps, -0.15, no difference, under
-  these). (Until round 8 it was one copy, seen every epoch, with one epoch of patience; :data:`KEYED_BY_NAME` keeps
-  its runs apart.)
+  these). ``albert``'s own curve flattened earlier (seed 13: one copy an epoch 93.3% held out, two 93.1%, -0.19
+  paired), so its stage learns from one copy an epoch, twice ``fast``'s steps (``own_copies_per_epoch``; its stage
+  costs what the teacher's fine-tuning does a step, the most of any student's). (Until round 8 it was one copy, seen
+  every epoch, with one epoch of patience; :data:`KEYED_BY_NAME` keeps its runs apart.)
 * ``thorough``: the anchors' (TinyBERT: 20 copies, 10 epochs of intermediate-layer distillation and 3 of
   prediction-layer; TextBrewer: tens of epochs): 20 copies, candidates from a masked LM where the teacher has one,
   a ceiling of 10 epochs a stage (the method's own where it has more), three epochs of patience. A GPU's recipe.
@@ -27,7 +29,7 @@ record says how many steps it took and why it stopped.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from compress.errors import CompressError
 
@@ -53,6 +55,8 @@ class Schedule:
                (None: no average; :mod:`compress.kept_weights`)
     taught_by  whose answers a transform's recovery learns its soft targets from: ``parent`` (the model it was given,
                whose hidden states it learns from too) or ``teacher`` (the fine-tuned teacher's, where it is at hand)
+    own_copies_per_epoch  (method, copies per epoch) where a method's own measured curve chose another point than
+               ``copies_per_epoch`` (:meth:`for_method`)
     """
 
     name: str
@@ -66,13 +70,19 @@ class Schedule:
     evals_per_epoch: int = 1
     average: float | None = None
     taught_by: str = "parent"
+    own_copies_per_epoch: tuple[tuple[str, int], ...] = ()
+
+    def for_method(self, method: str | None) -> Schedule:
+        """The recipe as ``method``'s stages train under it: its own copies per epoch where its curve chose one."""
+        own = dict(self.own_copies_per_epoch).get(method or "")
+        return replace(self, copies_per_epoch=self.copies_per_epoch if own is None else own, own_copies_per_epoch=())
 
 
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("fast", "the training sentences only, each method's own epochs (the recipe before recipes existed)"),
     Schedule("default", "four augmented copies per sentence, two of them in turn every epoch, each method's epochs, "
-             "no early stop (three times fast's steps), recoveries taught by the teacher", copies=4,
-             copies_per_epoch=2, taught_by="teacher"),
+             "no early stop (three times fast's steps; albert one copy an epoch, twice fast's), recoveries taught by "
+             "the teacher", copies=4, copies_per_epoch=2, taught_by="teacher", own_copies_per_epoch=(("albert", 1),)),
     Schedule("thorough", "20 augmented copies per sentence, up to 10 epochs a stage, patience 3 (a GPU's recipe)",
              copies=20, epochs=10, patience=3, masked_lm=True),
 )}
@@ -91,19 +101,27 @@ KEYED_BY_NAME = {
 COOLDOWN = "lr to 0 over 0.1 of an epoch before judging"
 
 
-def recipe_does(name: str, patience: int | None = None) -> dict[str, object] | None:
+def recipe_does(name: str, patience: int | None = None, method: str | None = None) -> dict[str, object] | None:
     """What the recipe ``name`` does, as a run's key records it: None where that is what the name did when keys held
-    only names (so runs made then are still found), else every setting of it. ``patience``: a run's own, which wins."""
+    only names (so runs made then are still found), else every setting of it. ``patience``: a run's own, which wins.
+    ``method``: what it does to that method's stages (its own copies per epoch, :meth:`Schedule.for_method`); without
+    one, what it does to every method's, each one's own point included."""
     schedule = get_schedule(name)
-    does: dict[str, object] = {k: v for k, v in asdict(schedule).items() if k not in ("name", "summary")}
+    does = _settings(schedule.for_method(method))
+    if method is None and schedule.own_copies_per_epoch:
+        does["own_copies_per_epoch"] = dict(schedule.own_copies_per_epoch)
     if (patience if patience is not None else schedule.patience) is not None:
         does["stopping"] = COOLDOWN
     if name not in KEYED_BY_NAME:
         return does
     # the settings added since keys held only names, at the values that do what was done before them
-    added = {k: v for k, v in asdict(Schedule(name, "")).items() if k not in KEYED_BY_NAME[name]}
-    added.pop("name"), added.pop("summary")
+    added = {k: v for k, v in _settings(Schedule(name, "")).items() if k not in KEYED_BY_NAME[name]}
     return None if does == KEYED_BY_NAME[name] | added else does
+
+
+def _settings(schedule: Schedule) -> dict[str, object]:
+    """A recipe's settings as a run's key records them (a method's own point resolved already: for_method)."""
+    return {k: v for k, v in asdict(schedule).items() if k not in ("name", "summary", "own_copies_per_epoch")}
 
 
 def epoch_examples(name: str, sentences: int, copies_per_epoch: int | None = None) -> int:

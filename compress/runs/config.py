@@ -114,7 +114,7 @@ class RunConfig:
         if self.transfer_text is not None:
             self.transfer_text = str(check_transfer_text(self.transfer_text))
             self.transfer_sha256 = transfer_digest(self.transfer_text)
-        self.recipe_does = recipe_does(self.recipe, self.patience)
+        self.recipe_does = recipe_does(self.recipe, self.patience, self.method)
         if self.precision == "fp16" and self.device == "cpu":
             raise CompressError(FP16_OFF_CUDA)
         # What needs torch (is a GPU here? does this CPU compute bf16?) comes last.

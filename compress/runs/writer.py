@@ -62,8 +62,9 @@ from compress.training import predict
 
 def train_settings(config: RunConfig) -> TrainSettings:
     """What every stage of the run trains with: its own settings, and where it gives none, its recipe's
-    (``--recipe``: the ceiling of every stage's epochs, the patience and the copies each epoch learns from)."""
-    schedule = get_schedule(config.recipe)
+    (``--recipe``: the ceiling of every stage's epochs, the patience and the copies each epoch learns from, the
+    method's own where its curve chose another)."""
+    schedule = get_schedule(config.recipe).for_method(config.method)
     return TrainSettings(batch_size=config.batch_size, seed=config.seed,
                          patience=config.patience if config.patience is not None else schedule.patience,
                          precision=config.precision, stop_below=config.stop_below,

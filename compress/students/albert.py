@@ -55,7 +55,7 @@ class AlbertOptions:
                 "intermediate stage; same depth, so layer m learns from teacher layer m) before the logits."})
     augment_copies: int | None = field(default=None, metadata={
         "help": "augmented copies per training sentence, learned from the teacher's outputs only (TinyBERT's word "
-                "replacement; default: the recipe's, 0 fast, 4 default (two an epoch), 20 thorough. On MR one copy "
+                "replacement; default: the recipe's, 0 fast, 4 default (one an epoch), 20 thorough. On MR one copy "
                 "kept three seeds within 0.8 test points instead of 2.9, for twice the steps).", "flag": "--augment"})
     init_from: str | None = field(default=None, metadata={
         "help": "start from this encoder (the directory compress pretrain prints) instead of the teacher's "
