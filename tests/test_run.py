@@ -177,6 +177,11 @@ def test_a_cut_student_starts_from_the_teachers_kept_weights_and_learns_from_wha
     [
         (("pruning",), f"known: {', '.join(names())}"),
         (("cut", "--width", "33"), "a cut keeps from 1 to the teacher's 32 width, not 33"),
+        # 0 is the options' own stand-in for the shape's part; given, it is a mistake, not the default
+        (("cut", "--layers", "0"), "--layers 0: give 1 or more, or leave it out for the shape's"),
+        (("cut", "--width", "0"), "--width 0: give 1 or more, or leave it out for the shape's"),
+        (("cut[ffn=-4]",), "--ffn -4: give 1 or more, or leave it out for the shape's"),
+        (("cut", "--set", "num_heads=0"), "--heads 0: give 1 or more, or leave it out for every head"),
         (("cut", "--shape", "tinybert-9"), "unknown shape 'tinybert-9'"),
         (("cut", "--layer-map", "1"), "--layer-map does not apply to cut"),
         (("albert", "--embedding-size", "64"), "embedding_size (64) must not exceed"),

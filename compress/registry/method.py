@@ -81,7 +81,8 @@ class Method:
               ``search``: the values `compress search` tries, mildest compression first (a tuple, or a
               function of the teacher's shape giving one; the field's default stands for itself) and
               ``added_later`` (an option added after runs were stored: the run store's key leaves it out at its
-              default, as those runs ran).
+              default, as those runs ran) and ``zero_is`` (what the default 0 stands for, "the shape's": a count
+              given below 1 is refused in one line rather than read as the default).
     why       the run record's sentence, formatted with a run's ratios (keys: WHY_KEYS).
     explain   (teacher name, teacher shape, sequence length, options) -> the JSON-ready data of `compress
               explain`, for the shape those options give.
@@ -139,7 +140,12 @@ class Method:
         if unknown:
             flags = ", ".join(flag_for(k) for k in unknown)
             raise CompressError(f"{flags} do(es) not apply to {self.name}; it takes {', '.join(sorted(known))}.")
-        return {k: convert(self.options, k, v) for k, v in values.items()}
+        converted = {k: convert(self.options, k, v) for k, v in values.items()}
+        for k, v in converted.items():
+            zero_is = known[k].metadata.get("zero_is")
+            if zero_is is not None and isinstance(v, int) and v < 1:
+                raise CompressError(f"{flag_of(k, known[k])} {v}: give 1 or more, or leave it out for {zero_is}.")
+        return converted
 
     def make_options(self, values: Mapping[str, object]) -> Any:
         """The options dataclass from ``values`` (see :meth:`option_values`)."""

@@ -40,21 +40,24 @@ LAYER_ORDERS = ("importance", "top")
 
 @dataclass
 class CutOptions:
-    """The shape to cut (a name, and layers, width, FFN and heads over its parts; 0 keeps the shape's) and how it is
-    chosen."""
+    """The shape to cut (a name, and layers, width, FFN and heads over its parts; their default 0 stands for the
+    shape's, and a 0 given is refused) and how it is chosen."""
 
     shape: str = field(default="tinybert-4", metadata={
         "help": "a named shape: " + ", ".join(f"{name} ({d} layers, width {w}, FFN {f})"
                                               for name, (d, w, f) in SHAPES.items())
                 + " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override its "
                   "parts."})
-    num_layers: int = field(default=0, metadata={"help": "layers to keep (0: the shape's).", "flag": "--layers",
-                                                 "search": (0, 2)})
-    width: int = field(default=0, metadata={"help": "hidden channels to keep (0: the shape's).",
-                                            "search": lambda teacher: (0, searched_width(teacher))})
-    ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (0: the shape's)."})
-    num_heads: int = field(default=0, metadata={"help": "attention heads to keep in every layer (0: every one; each "
-                                                        "keeps the teacher's head size).", "flag": "--heads"})
+    num_layers: int = field(default=0, metadata={"help": "layers to keep (default: the shape's).", "flag": "--layers",
+                                                 "search": (0, 2), "zero_is": "the shape's"})
+    width: int = field(default=0, metadata={"help": "hidden channels to keep (default: the shape's).",
+                                            "search": lambda teacher: (0, searched_width(teacher)),
+                                            "zero_is": "the shape's"})
+    ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (default: the shape's).",
+                                          "zero_is": "the shape's"})
+    num_heads: int = field(default=0, metadata={
+        "help": "attention heads to keep in every layer (default: every one; each keeps the teacher's head size).",
+        "flag": "--heads", "zero_is": "every head"})
     layer_order: str = field(default="importance", metadata={
         "help": "which layers stay: importance (those whose removal raises the loss most) or top (the lowest)."})
     scoring_examples: int = field(default=1024, metadata={
