@@ -200,6 +200,10 @@ def test_an_epochs_examples_under_each_recipe_are_what_the_search_estimates_its_
     assert epoch_examples("thorough", 100, copies_per_epoch=1) == 200
     assert epoch_examples("default", 100, copies_per_epoch=3) == 400
     assert epoch_examples("default", 100, copies_per_epoch=9) == 500   # never more copies than the recipe makes
+    # a method's own point on the curve (albert's one copy an epoch under default), which a run's own share overrides
+    assert [epoch_examples("default", 100, method=m) for m in ("albert", "distilbert", None)] == [200, 300, 300]
+    assert epoch_examples("default", 100, copies_per_epoch=2, method="albert") == 300
+    assert epoch_examples("fast", 100, method="albert") == 100
 
 
 NONE = "--copies-per-epoch chooses among augmented copies, and this run makes none"

@@ -124,11 +124,12 @@ def _settings(schedule: Schedule) -> dict[str, object]:
     return {k: v for k, v in asdict(schedule).items() if k not in ("name", "summary", "own_copies_per_epoch")}
 
 
-def epoch_examples(name: str, sentences: int, copies_per_epoch: int | None = None) -> int:
-    """The examples an epoch of a stage learns from under the recipe ``name``, with ``sentences`` training sentences:
-    them and the copies each epoch takes (``copies_per_epoch``: a run's own, which wins), as a stage's record counts
-    them where no student's ``--augment`` or user's text adds to them."""
-    schedule = get_schedule(name)
+def epoch_examples(name: str, sentences: int, copies_per_epoch: int | None = None, method: str | None = None) -> int:
+    """The examples an epoch of ``method``'s stages learns from under the recipe ``name``, with ``sentences`` training
+    sentences: them and the copies each epoch takes (the method's own point on the recipe's curve; ``copies_per_epoch``:
+    a run's own, which wins), as a stage's record counts them where no student's ``--augment`` or user's text adds to
+    them."""
+    schedule = get_schedule(name).for_method(method)
     per_epoch = copies_per_epoch if copies_per_epoch is not None else schedule.copies_per_epoch
     return sentences * (1 + min(schedule.copies, per_epoch if per_epoch is not None else schedule.copies))
 

@@ -11,6 +11,7 @@ take: a candidate is started only when the budget left holds its own training an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 # timings and one-sentence-at-a-time scoring: 31 s a run in the default comparison on the AVX-512 EPYC).
 EVAL_SHARE = 1.15
 UNTRAINED_RUN_S = 30.0
+
+# The examples an epoch of a method's stages learns from under the search's recipe, by method name (its own point on
+# the recipe's curve: compress.distill.schedule.epoch_examples).
+Examples = Callable[[str], int]
 
 
 # --- estimates before anything trains ------------------------------------------------------------
@@ -63,15 +68,18 @@ def trains_nothing(candidate: Candidate, teacher: EncoderConfig) -> bool:
 
 
 def step_estimates(candidate: Candidate, teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
-                   examples: int) -> list[float]:
-    """Per step of ``candidate``: the seconds of its training steps (every epoch of every stage at the step time
-    measured here for its shapes), 0 for a step that trains nothing."""
-    steps_per_epoch = math.ceil(examples / batch_size)
+                   examples: Examples) -> list[float]:
+    """Per step of ``candidate``: the seconds of its training steps (every epoch of every stage, of ``examples(method
+    name)`` each, at the step time measured here for its shapes), 0 for a step that trains nothing."""
     found = []
     for method, options, given, made in trained_steps(candidate, teacher):
         recipe = training_recipe(method, options, given)
-        seconds = probes.step_seconds(made, given, method, options, precision, batch_size) if recipe else 0.0
-        found.append(sum(stage.epochs for stage in recipe.stages) * steps_per_epoch * seconds if recipe else 0.0)
+        if recipe is None:
+            found.append(0.0)
+            continue
+        seconds = probes.step_seconds(made, given, method, options, precision, batch_size)
+        steps_per_epoch = math.ceil(examples(method.name) / batch_size)
+        found.append(sum(stage.epochs for stage in recipe.stages) * steps_per_epoch * seconds)
     return found
 
 
@@ -89,7 +97,7 @@ def prime_steps(found: list[Candidate], teacher: EncoderConfig, probes: Probes, 
 
 
 def least_training(found: list[Candidate], teacher: EncoderConfig, probes: Probes, precision: str, batch_size: int,
-                   examples: int) -> tuple[float, str] | None:
+                   examples: Examples) -> tuple[float, str] | None:
     """The estimated seconds and the text of the cheapest first step that trains, over every candidate (what one
     full training costs at least); None when nothing trains."""
     firsts = {str(c.pipeline.steps[0]): c.prefix(1) for c in found}
@@ -106,7 +114,7 @@ class RunCosts:
     """What the runs of a search still missing from its directory will take, learned from the runs it made."""
 
     def __init__(self, out: Path, compare_config: CompareConfig, fingerprint: str, teacher: EncoderConfig,
-                 probes: Probes, clock: Clock, precision: str, batch_size: int, examples: int) -> None:
+                 probes: Probes, clock: Clock, precision: str, batch_size: int, examples: Examples) -> None:
         self.out, self.compare_config, self.fingerprint = out, compare_config, fingerprint
         self.teacher, self.probes, self.clock = teacher, probes, clock
         self.precision, self.batch_size, self.examples = precision, batch_size, examples

@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 from compress.bench.batch_shapes import check_batch_shape
@@ -205,8 +206,8 @@ def search(config: SearchConfig, progress: Callable[[str], None] | None = None,
     primed_at = time.perf_counter()
     kinds = prime_steps(found, teacher, probes, precision, config.batch_size)
     primed_s = time.perf_counter() - primed_at
-    least = least_training(found, teacher, probes, precision, config.batch_size, epoch_examples(
-        config.recipe, len(task.splits["train"]), config.copies_per_epoch))
+    least = least_training(found, teacher, probes, precision, config.batch_size, partial(
+        epoch_examples, config.recipe, len(task.splits["train"]), config.copies_per_epoch))
     finetune = config.teacher_finetune.train
     teacher_s = 0.0 if finetuned_here(config.teacher, task, config.teacher_finetune, config.metric) else \
         probes.finetune_seconds(teacher, finetune.batch_size) * finetune.epochs * EVAL_SHARE * \

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ class Walk:
         self.runs: dict[str, tuple[Path, RunRecord]] = {}   # by pipeline text, first seed
         self.trained = max((s.record.order or 0 for s in self.states), default=0)
         self.costs = RunCosts(out, compare_config, task.fingerprint, teacher, probes, clock, precision,
-                              config.batch_size, epoch_examples(config.recipe, len(task.splits["train"]),
+                              config.batch_size, partial(epoch_examples, config.recipe, len(task.splits["train"]),
                                                                 config.copies_per_epoch))
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
         # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
