@@ -94,7 +94,7 @@ class Walk:
         self.trained = max((s.record.order or 0 for s in self.states), default=0)
         self.costs = RunCosts(out, compare_config, task.fingerprint, teacher, probes, clock, precision,
                               config.batch_size, partial(epoch_examples, config.recipe, len(task.splits["train"]),
-                                                                config.copies_per_epoch))
+                                                         config.copies_per_epoch))
         self.probes_spent = False                 # speed probes took their share of the budget (may_probe)
         # The best objective that missed the bar on its mean, and its candidate (next_position bisects above it).
         self.floor: tuple[float, str] | None = None
