@@ -554,6 +554,31 @@ def test_the_finals_reserve_counts_a_run_the_reference_shares_with_a_candidate_o
     assert reserve.missing(*runs) < reserve.missing(runs[0]) + reserve.missing(runs[1])
 
 
+def test_the_finals_reserve_counts_the_candidate_among_the_finalists_it_would_join_by_meeting_the_bar():
+    """A candidate not yet trained has no held-out mean: the reserve counted it behind every kept candidate that met
+    the bar, so with two slower ones met it reserved their seeds, not its own. The 120-minute latency search on the AMX
+    Xeon reserved a quantized teacher's seeds (seconds), then a pruned chain (15 minutes a seed) met the bar and
+    joined the finals in their place: 140 minutes of 120."""
+    from types import SimpleNamespace
+
+    from compress.search.walk import State, Walk
+
+    walk = Walk.__new__(Walk)
+    walk.config = SimpleNamespace(min_retention=0.97, finalists=2, minimize="size", seeds=[13, 14, 15],
+                                  against="none")
+    walk.states = []
+
+    def state(text: str, size: int, retention: float | None) -> State:
+        return State(SimpleNamespace(text=text), SimpleNamespace(size_bytes=size, held_out_retention=retention),
+                     "torch")
+
+    met_small, met_large, below = state("a", 20, 0.975), state("b", 25, 0.997), state("c", 6, 0.96)
+    walk.kept = [met_small, met_large, below]
+    candidate = state("d", 19, None)
+    assert walk.finals_runs(candidate) == [([candidate.candidate, met_small.candidate], [14, 15])]
+    assert walk.finals_runs(state("e", 30, None)) == [([met_small.candidate, met_large.candidate], [14, 15])]
+
+
 def test_probes_are_shared_by_every_search_of_the_task_on_this_machine(tmp_path, monkeypatch):
     """Timings live under the cache root, keyed by what they depend on: a second search (another directory) reads
     what the first timed; two searches saving at once keep both's; another thread count is another entry."""

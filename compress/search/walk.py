@@ -338,9 +338,10 @@ class Walk:
         return f"{value / 1e6:.2f} MB" if self.config.minimize == "size" else f"{value:.3f} ms"
 
     def finals_runs(self, state: State) -> list[tuple[list[Candidate], list[int]]]:
-        """The finals' runs if ``state`` were kept: the other seeds of the finalists it would be among, and every
-        seed of the reference."""
-        kept = sorted([*self.kept, state], key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
+        """The finals' runs if ``state`` were kept and met the bar on its mean (not yet trained, it may): the other
+        seeds of the finalists it would be among, and every seed of the reference."""
+        kept = sorted([*self.kept, state],
+                      key=lambda s: (not (s is state or self.met_bar(s)), self.objective(s) or math.inf))
         finalists = [s.candidate for s in kept[:self.config.finalists]]
         against = next((s for s in self.states if s.candidate.text == self.config.against), None)
         return [(finalists, self.config.seeds[1:])] + ([([against.candidate], self.config.seeds)] if against else [])
