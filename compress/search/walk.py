@@ -255,10 +255,12 @@ class Walk:
         met = sorted((s for s in self.kept if self.met_bar(s)), key=lambda s: self.objective(s) or math.inf)
         return met[self.config.finalists - 1] if len(met) >= self.config.finalists else None
 
-    def finalists(self) -> list[State]:
+    def finalists(self, joining: State | None = None) -> list[State]:
         """The finals' candidates: the best of those that met the bar on their held-out mean, then, where fewer did,
-        the best of those kept because their interval reaches it."""
-        ranked = sorted(self.kept, key=lambda s: (not self.met_bar(s), self.objective(s) or math.inf))
+        the best of those kept because their interval reaches it; ``joining``, a candidate not yet trained, among
+        them as if it met the bar."""
+        kept = [*self.kept, joining] if joining is not None else self.kept
+        ranked = sorted(kept, key=lambda s: (not (s is joining or self.met_bar(s)), self.objective(s) or math.inf))
         return ranked[:self.config.finalists]
 
     def _not_reached(self, order: list[tuple[float, int, int]], enough: State) -> None:
@@ -340,9 +342,7 @@ class Walk:
     def finals_runs(self, state: State) -> list[tuple[list[Candidate], list[int]]]:
         """The finals' runs if ``state`` were kept and met the bar on its mean (not yet trained, it may): the other
         seeds of the finalists it would be among, and every seed of the reference."""
-        kept = sorted([*self.kept, state],
-                      key=lambda s: (not (s is state or self.met_bar(s)), self.objective(s) or math.inf))
-        finalists = [s.candidate for s in kept[:self.config.finalists]]
+        finalists = [s.candidate for s in self.finalists(joining=state)]
         against = next((s for s in self.states if s.candidate.text == self.config.against), None)
         return [(finalists, self.config.seeds[1:])] + ([([against.candidate], self.config.seeds)] if against else [])
 
