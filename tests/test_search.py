@@ -136,6 +136,24 @@ def test_a_size_search_looks_through_int4_and_its_group_sizes_by_default_and_a_s
     assert int4.size(int4.options(group_size=128), teacher) > int4.size(int4.options(), teacher)
 
 
+def test_a_search_cuts_students_down_to_three_layers_of_width_256_and_every_value_it_declares_cuts():
+    """On minilm (6 layers, width 384, FFN 1536, 12 heads of 32) cut's declared values reach the frontier's model: 3
+    layers (and 2) of width 256 (four fifths of 312 in groups of 32), FFN 1024 and 8 heads; a narrow teacher declares
+    only values below the shape's, never one equal to it."""
+    from compress.teachers.registry import teacher_config
+
+    minilm = teacher_config("minilm")
+    space = declared(minilm, ["cut", "int8"])
+    assert space.values["cut"] == {"num_layers": (0, 3, 2), "width": (0, 256), "ffn": (0, 1024), "num_heads": (0, 8),
+                                   "cuts": (1, 2)}
+    frontier = "cut[num_layers=3,width=256,ffn=1024,num_heads=8]+int8"
+    assert frontier in {c.text for c in candidates(space, minilm, Context())}
+    narrow = tiny_config(num_layers=2, hidden_size=64, num_heads=4, ffn_size=128)   # shape: 2 layers, 64, 128
+    # layers 1 (2 - 1 and 2 // 2); width 48 (groups of 8 below 160); FFN 4 x 48 = 192, not below 128; 48 // 16 = 3 heads
+    assert declared(narrow, ["cut"]).values["cut"] == {"num_layers": (0, 1), "width": (0, 48), "ffn": (0,),
+                                                       "num_heads": (0, 3), "cuts": (1, 2)}
+
+
 @dataclass
 class Scaled(Details):
     factor: int

@@ -49,15 +49,17 @@ class CutOptions:
                 + " (default tinybert-4), each part at most the teacher's; --layers, --width and --ffn override its "
                   "parts."})
     num_layers: int = field(default=0, metadata={"help": "layers to keep (default: the shape's).", "flag": "--layers",
-                                                 "search": (0, 2), "zero_is": "the shape's"})
+                                                 "search": lambda teacher: searched(teacher)[0],
+                                                 "zero_is": "the shape's"})
     width: int = field(default=0, metadata={"help": "hidden channels to keep (default: the shape's).",
-                                            "search": lambda teacher: (0, searched_width(teacher)),
+                                            "search": lambda teacher: searched(teacher)[1],
                                             "zero_is": "the shape's"})
     ffn: int = field(default=0, metadata={"help": "FFN neurons to keep in every layer (default: the shape's).",
+                                          "search": lambda teacher: searched(teacher)[2],
                                           "zero_is": "the shape's"})
     num_heads: int = field(default=0, metadata={
         "help": "attention heads to keep in every layer (default: every one; each keeps the teacher's head size).",
-        "flag": "--heads", "zero_is": "every head"})
+        "flag": "--heads", "search": lambda teacher: searched(teacher)[3], "zero_is": "every head"})
     layer_order: str = field(default="importance", metadata={
         "help": "which layers stay: importance (those whose removal raises the loss most) or top (the lowest)."})
     scoring_examples: int = field(default=1024, metadata={
@@ -73,10 +75,20 @@ class CutOptions:
         check_copies(self.augment_copies)
 
 
-def searched_width(teacher: EncoderConfig) -> int:
-    """The narrower width `compress search` tries besides the default shape's: four fifths of it, in whole groups of
-    8 channels."""
-    return 8 * round(0.8 * min(SHAPES["tinybert-4"][1], teacher.hidden_size) / 8)
+def searched(teacher: EncoderConfig) -> tuple[tuple[int, ...], ...]:
+    """The values `compress search` tries for (layers, width, FFN, heads), each the default shape's (0) first and then
+    harsher: one layer fewer and half the layers; four fifths of the width, in whole groups of 32 channels where the
+    width is 160 or more (so 4-bit groups of up to 32 divide it; else groups of 8); the FFN at BERT's four times that
+    width; as many heads as that width holds at the teacher's head size. A value the shape already has, or that does
+    not cut, is left out."""
+    layers, width, ffn = (min(part, most) for part, most in zip(
+        SHAPES["tinybert-4"], (teacher.num_layers, teacher.hidden_size, teacher.ffn_size), strict=True))
+    group = 32 if width >= 160 else 8
+    narrow = max(group, group * round(0.8 * width / group))
+    harsher = ((layers - 1, layers // 2), (narrow,), (4 * narrow,), (narrow // teacher.head_size,))
+    defaults = (layers, width, ffn, teacher.num_heads)
+    return tuple((0, *sorted({v for v in values if 1 <= v < default}, reverse=True))
+                 for values, default in zip(harsher, defaults, strict=True))
 
 
 def parts(teacher: EncoderConfig, options: CutOptions) -> tuple[int, int, int, int]:
