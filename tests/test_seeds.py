@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 from compress.errors import CompressError
 from compress.predictions import Predictions, load_predictions, save_predictions
@@ -15,7 +16,7 @@ from compress.reports.comparison_data import read_comparison
 from compress.reports.comparison_html import render_html
 from compress.reports.comparison_markdown import render_markdown
 from compress.reports.verdicts import chosen, front_names, verdict
-from compress.runs.compare_plan import parse_seeds, plan_runs, plan_seeds
+from compress.runs.compare_plan import count_note, parse_seeds, plan_runs, plan_seeds
 from compress.stats import ratio_quartiles
 
 
@@ -29,6 +30,20 @@ def test_seeds_are_a_list_or_a_count_from_the_default(text, seeds):
 def test_bad_seeds_are_one_sentence(text):
     with pytest.raises(CompressError, match="--seeds"):
         parse_seeds(text)
+
+
+@pytest.mark.parametrize(("text", "said"), [("13", "13 seeds, 13 to 25; for seed 13 alone give --seed 13 or --seeds 13,"),
+                                            ("20", "20 seeds, 13 to 32"), ("12", None), ("3", None), ("13,", None),
+                                            ("13,14", None)])
+def test_a_count_that_also_reads_as_a_seed_says_what_it_trains(text, said):
+    assert (count_note(text) is None) if said is None else (said in count_note(text))
+
+
+def test_the_cli_says_a_count_that_reads_as_a_seed_in_one_line_before_any_work():
+    done = run_cli("compare", "--seeds", "14", "--methods", "int8", "--repeats", "0")   # refused after the seeds
+    assert done.returncode == 2
+    assert "--seeds 14 is a count: 14 seeds, 13 to 26; for seed 14 alone give --seed 14 or --seeds 14," in done.stderr
+    assert "is a count" not in run_cli("compare", "--seeds", "3", "--methods", "int8", "--repeats", "0").stderr
 
 
 def test_a_run_that_does_not_depend_on_the_seed_is_made_once_and_parents_every_seed():

@@ -84,3 +84,15 @@ def teacher_finetune(epochs: int | None, lr: float | None, batch_size: int | Non
         return replace(base, train=replace(base.train, **{k: v for k, v in given.items() if v is not None}))
     except ValueError as e:
         raise CompressError(f"teacher fine-tuning: {e}") from None
+
+
+def parsed_seeds(text: str) -> list[int]:
+    """``--seeds`` parsed, after one line on stderr where a count also reads as a seed (``--seeds 13``: 13 seeds)."""
+    from rich.markup import escape
+
+    from compress.runs.compare_plan import count_note, parse_seeds
+
+    seeds = parse_seeds(text)
+    if (note := count_note(text)) is not None:
+        err_console.print(f"[yellow]![/] {escape(note)}", highlight=False, soft_wrap=True)
+    return seeds

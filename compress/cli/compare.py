@@ -39,6 +39,7 @@ from compress.cli.common import (
     WARMUP,
     console,
     err_console,
+    parsed_seeds,
     print_json,
     teacher_finetune,
 )
@@ -168,7 +169,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     options given on this command line, each over the one before; defaults where none says."""
     from compress.errors import CompressError
     from compress.registry.pipeline import split_list
-    from compress.runs.compare_plan import CompareConfig, chosen_by, parse_seeds
+    from compress.runs.compare_plan import CompareConfig, chosen_by
     from compress.runs.declared import SETTINGS, read_declared
     from compress.runs.executors import Executor
     from compress.train_config import DEFAULT_SEED
@@ -191,7 +192,7 @@ def _compare_config(ctx: typer.Context, config_file: Path | None, like: Path | N
     if s["seeds"] is not None and s["seed"] is not None:
         raise CompressError("give --seed (one seed) or --seeds (several), not both.")
     seeds = [DEFAULT_SEED if s["seed"] is None else s["seed"]] if s["seeds"] is None else \
-        list(s["seeds"]) if isinstance(s["seeds"], list) else parse_seeds(str(s["seeds"]))
+        list(s["seeds"]) if isinstance(s["seeds"], list) else parsed_seeds(str(s["seeds"]))
     config = CompareConfig(**methods,
         teacher=s["teacher"], dataset=s["dataset"] if isinstance(s["dataset"], str) else ",".join(s["dataset"]),
         text_column=s["text_column"], text_pair_column=s["text_pair_column"], label_column=s["label_column"],

@@ -32,6 +32,7 @@ from compress.cli.common import (
     THREADS,
     console,
     err_console,
+    parsed_seeds,
     print_json,
     teacher_finetune,
 )
@@ -95,7 +96,6 @@ def search(
     meet the bar on held-out training sentences, then the best with every seed, judged on test against a
     reference."""
     from compress.registry.pipeline import split_list
-    from compress.runs.compare_plan import parse_seeds
     from compress.runs.executors import Executor
     from compress.quantities import parse_duration
     from compress.search.search import SearchConfig
@@ -103,7 +103,7 @@ def search(
 
     config = SearchConfig(minimize=minimize, min_retention=min_retention, select_on=select_on,
                           selection_size=selection_size, budget_s=parse_duration(budget, "--budget", bare="m"),
-                          seeds=parse_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
+                          seeds=parsed_seeds(seeds), methods=split_list(methods) if methods else None, space=space,
                           against=None if against.lower() == "none" else against, finalists=finalists,
                           teacher=teacher, dataset=dataset, text_column=text_column,
                           text_pair_column=text_pair_column, label_column=label_column, task=task, dedupe=dedupe,

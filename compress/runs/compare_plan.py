@@ -162,6 +162,16 @@ def parse_seeds(text: str) -> list[int]:
     return checked_seeds(seeds, repr(text))
 
 
+def count_note(text: str) -> str | None:
+    """One line for a ``--seeds`` count that also reads as a seed (13 or more, from the default seed on), which trains
+    that many seeds where one may have been meant; None for a list or a smaller count."""
+    if "," in text or not text.strip().isdigit() or int(text) < DEFAULT_SEED:
+        return None
+    n = int(text)
+    return (f"--seeds {n} is a count: {n} seeds, {DEFAULT_SEED} to {DEFAULT_SEED + n - 1}; for seed {n} alone give "
+            f"--seed {n} or --seeds {n},")
+
+
 def checked_seeds(seeds: list[int], given: str | None = None) -> list[int]:
     """``seeds`` when they are 1 to MAX_SEEDS different seeds, none negative; else one sentence (``given``: how they
     were written)."""
