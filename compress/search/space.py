@@ -22,7 +22,7 @@ from typing import Any
 from compress.errors import CompressError
 from compress.models.config import EncoderConfig
 from compress.registry import Context, Method, StudentMethod, Transform, all_methods, get_method
-from compress.registry.method import default_of, flag_of, format_value, option_fields
+from compress.registry.method import default_of, format_value, option_fields
 from compress.registry.pipeline import Pipeline, Step, check
 
 
@@ -227,16 +227,3 @@ def compresses_at_least(a: Candidate, b: Candidate, space: Space) -> bool:
             if va != vb and (va not in values or vb not in values or values.index(va) < values.index(vb)):
                 return False
     return True
-
-
-def describe(space: Space) -> list[str]:
-    """The space in lines a person reads: each method and the values of its searched options."""
-    lines = []
-    for method in space.methods:
-        fields = option_fields(method.options)
-        options = ", ".join(f"{flag_of(k, fields[k])} {'/'.join(format_value(v) for v in vs)}"
-                            for k, vs in space.values[method.name].items())
-        lines.append(f"{method.name}" + (f": {options}" if options else ""))
-    return lines
-
-
