@@ -448,6 +448,48 @@ def test_speed_probes_stop_at_their_share_of_the_budget_and_say_so_once():
     assert len(said) == 1 and "10% of the budget" in said[0] and len(walk.record.notes) == 1
 
 
+def test_what_the_walk_trained_is_timed_even_once_the_probes_share_is_spent():
+    """Past the probes' share the walk orders by the fit, optimistic on purpose; what it trained it ranks and takes to
+    the finals by its objective, so a trained structure the fit only estimated is timed then (keeping the fidelity it
+    reached), once; a miss still sets the floor at its place in the order; a size search times nothing."""
+    from types import SimpleNamespace
+
+    from compress.search.clock import Clock
+    from compress.search.ledger import CandidateRecord
+    from compress.search.probe import SpeedFit, Timed
+    from compress.search.walk import PROBE_SHARE, State, Walk
+
+    walk = Walk.__new__(Walk)
+    walk.config = SimpleNamespace(min_retention=0.97, minimize="latency", budget_s=100.0)
+    walk.clock = Clock({"speed probes": PROBE_SHARE * 100}, 0.0, time.perf_counter())
+    walk.fit, walk.winners, walk.floor, walk.teacher = SpeedFit(), {}, None, None
+    for flops, ms in ((1e8, 4.0), (2e8, 3.0), (3e8, 8.0)):
+        walk.fit.add("torch", flops, ms)
+    timed: list[str] = []
+    walk.probes = SimpleNamespace(take_charged=dict, time=lambda candidate, *_: timed.append(candidate.text) or
+                                  Timed(latency_ms=5.0, throughput=200.0, backend="torch"))
+
+    def trained(text: str, status: str, retention: float) -> State:
+        record = CandidateRecord(text=text, params=1, size_bytes=1, flops=int(2e8), trains=True, fidelity="full",
+                                 status=status, held_out_retention=retention)
+        return State(SimpleNamespace(text=text), record, "torch")
+
+    met = trained("met", "kept", 0.98)
+    assert walk.objective(met) < 5.0   # the fit's estimate lies below what its kind times at these FLOPs
+    walk.after_training(met, 2.5)
+    assert timed == ["met"] and walk.objective(met) == 5.0 and met.record.objective == 5.0
+    assert (met.record.fidelity, met.record.latency_ms, walk.floor) == ("full", 5.0, None)
+    walk.after_training(met, 2.5)
+    assert timed == ["met"]                       # timed once
+    missed = trained("missed", "below", 0.95)
+    walk.after_training(missed, 2.5)
+    assert timed == ["met", "missed"] and walk.floor == (2.5, "missed")
+    walk.after_training(trained("failed", "failed", None), 3.0)
+    walk.config.minimize = "size"
+    walk.after_training(trained("small", "kept", 0.98), 3.0)
+    assert timed == ["met", "missed"] and walk.floor == (2.5, "missed")
+
+
 def test_the_walk_ends_only_once_enough_candidates_meet_the_bar_on_their_held_out_mean():
     """A candidate kept because its interval reaches the bar, its mean below it, does not end the walk; the finals
     take those that met the bar on the mean first, then the best of the others."""
