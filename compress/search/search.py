@@ -21,7 +21,8 @@ the constraint costs training, so it is the constraint that is evaluated in stag
    not end the walk: it goes on to less compressed candidates until enough meet it, or the budget ends). A
    candidate is not started when the budget left (:mod:`.clock`) cannot hold its training (estimated from training
    steps timed here, then from this search's own runs) and the finals (the reserve, :mod:`.costs`); speed probes
-   take at most a tenth of the budget.
+   take at most a tenth of the budget, past which a trained candidate's structure is still timed (once, after its
+   training).
 4. **final** (:mod:`.finals`): the best kept candidates (those that met the bar on the mean first) and a reference
    pipeline are trained with every seed and compared on test, in one process, by
    :func:`compress.runs.compare.compare` into the same directory (paired intervals of accuracy and retention,
